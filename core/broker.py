@@ -1,0 +1,160 @@
+"""The broker: one namespace per kind (streams, queues, mailboxes, channels), shared by
+every door, plus the connected clients and one periodic sweep for time-based work."""
+from collections import Counter
+
+from core.channel import Channel
+from core.mailbox import Mailbox
+from core.queue import Queue
+from core.stream import Stream
+
+
+class Broker:
+    def __init__(self, clock, *, mailbox_limit=None, sweep_interval=1.0):
+        self.clock = clock
+        self.mailbox_limit = mailbox_limit
+        self.sweep_interval = sweep_interval
+        self.queues = {}
+        self.streams = {}
+        self.mailboxes = {}
+        self.channels = {}
+        self.clients = {}
+        self.counters = Counter()
+        self._listeners = []
+        self._sweep = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self):
+        """Begin the periodic sweep (ack timeouts, expiry)."""
+        if self._sweep is None:
+            self._sweep = self.clock.call_later(self.sweep_interval, self._sweep_once)
+
+    def stop(self):
+        if self._sweep is not None and self._sweep.active():
+            self._sweep.cancel()
+        self._sweep = None
+
+    def _sweep_once(self):
+        self._sweep = self.clock.call_later(self.sweep_interval, self._sweep_once)
+        self.tick()
+
+    def tick(self):
+        now = self.clock.now()
+        for queue in list(self.queues.values()):
+            queue.tick(now)
+        for mailbox in list(self.mailboxes.values()):
+            mailbox.tick(now)
+
+    # -- events (Twino notifications, admin views) ---------------------------------------
+    def subscribe(self, listener):
+        """listener(event_name, **data) is called for lifecycle events."""
+        self._listeners.append(listener)
+
+    def unsubscribe(self, listener):
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def emit(self, event, **data):
+        for listener in list(self._listeners):
+            listener(event, **data)
+
+    # -- streams ---------------------------------------------------------------------------
+    def stream(self, name, create=True):
+        stream = self.streams.get(name)
+        if stream is None and create:
+            stream = self.streams[name] = Stream(name, self.queues)
+        return stream
+
+    # -- queues ------------------------------------------------------------------------------
+    def queue(self, name, create=True, **options):
+        """Get a queue, creating it with `options` when missing (and `create`)."""
+        queue = self.queues.get(name)
+        if queue is None and create:
+            queue = self.queues[name] = Queue(self, name, **options)
+            self.emit("queue-created", queue=queue)
+        return queue
+
+    def delete_queue(self, name):
+        """Remove a queue: bindings go, consumers are cancelled, the backlog is dropped."""
+        queue = self.queues.pop(name, None)
+        for stream in self.streams.values():
+            if name in stream.bindings:
+                stream.set_bindings(name, ())
+        if queue is None:
+            return False
+        if queue.channel is not None:
+            for key, q in list(queue.channel.queues.items()):
+                if q is queue:
+                    queue.channel.remove_queue(key)
+        for consumer in queue.consumers:
+            consumer.client.consumers.pop(consumer.id, None)
+        queue.close()
+        self.emit("queue-removed", queue=queue)
+        return True
+
+    def add_consumer(self, queue, consumer):
+        consumer.client.consumers[consumer.id] = consumer
+        queue.add_consumer(consumer)
+        return consumer
+
+    def remove_consumer(self, consumer, requeue=True):
+        consumer.client.consumers.pop(consumer.id, None)
+        if consumer.queue is not None:
+            consumer.queue.remove_consumer(consumer, requeue=requeue)
+
+    # -- mailboxes -------------------------------------------------------------------------
+    def mailbox(self, name, create=True):
+        mailbox = self.mailboxes.get(name)
+        if mailbox is None and create:
+            mailbox = self.mailboxes[name] = Mailbox(name, self.mailbox_limit)
+        return mailbox
+
+    # -- channels ----------------------------------------------------------------------------
+    def channel(self, name, create=True, defaults=None):
+        channel = self.channels.get(name)
+        if channel is None and create:
+            channel = self.channels[name] = Channel(name, defaults)
+            self.emit("channel-created", channel=channel)
+        return channel
+
+    def remove_channel(self, name):
+        channel = self.channels.pop(name, None)
+        if channel is None:
+            return False
+        for client, _ in list(channel.members.values()):
+            channel.leave(client)
+        for queue in list(channel.queues.values()):
+            self.delete_queue(queue.name)
+        self.emit("channel-removed", channel=channel)
+        return True
+
+    # -- clients -----------------------------------------------------------------------------
+    def connect(self, client):
+        client.connected_at = self.clock.now()
+        self.clients[client.id] = client
+        self.emit("client-connected", client=client)
+
+    def disconnect(self, client):
+        """A session ended: its consumers go (unacked messages return), readers and
+        channel memberships are dropped, and its mailbox keeps mail for later."""
+        if self.clients.get(client.id) is client:
+            del self.clients[client.id]
+        for channel in list(self.channels.values()):
+            if client.id in channel.members and channel.members[client.id][0] is client:
+                channel.leave(client)
+        for consumer in list(client.consumers.values()):
+            self.remove_consumer(consumer)
+        for name in list(client.streams):
+            stream = self.streams.get(name)
+            if stream is not None:
+                stream.remove_readers(client)
+        client.streams.clear()
+        if client.mailbox is not None:
+            client.mailbox.detach(client)
+        self.emit("client-disconnected", client=client)
+
+    def find_clients(self, name=None, type=None):
+        """Clients by name or type, oldest connection first (Twino @name: / @type:)."""
+        found = [c for c in self.clients.values()
+                 if (name is None or c.name == name) and (type is None or c.type == type)]
+        found.sort(key=lambda c: c.connected_at)
+        return found

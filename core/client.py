@@ -1,0 +1,41 @@
+"""One connected session of any door."""
+
+
+class Client:
+    """Who is connected: id, name, type, door and peer address.
+
+    `paused` is the door's backpressure flag (transport over its high-water mark); when
+    it clears, resume() lets every queue and mailbox this client consumes catch up.
+    """
+
+    __slots__ = ("id", "name", "type", "door", "address", "consumers", "paused",
+                 "connected_at", "mailbox", "streams", "attrs")
+
+    def __init__(self, id, door, name="", type="", address="", connected_at=0.0):
+        self.id = id
+        self.name = name
+        self.type = type
+        self.door = door
+        self.address = address
+        self.consumers = {}       # consumer id -> Consumer
+        self.paused = False
+        self.connected_at = connected_at
+        self.mailbox = None       # the Mailbox this client owns, if any
+        self.streams = set()      # names of streams it reads
+        self.attrs = {}           # door-private data
+
+    def pause(self):
+        self.paused = True
+
+    def resume(self):
+        if not self.paused:
+            return
+        self.paused = False
+        for consumer in list(self.consumers.values()):
+            if consumer.queue is not None:
+                consumer.queue.dispatch()
+        if self.mailbox is not None:
+            self.mailbox.flush()
+
+    def __repr__(self):
+        return f"Client({self.id!r}, door={self.door!r})"

@@ -1,0 +1,66 @@
+"""A consumer: one client's claim on one queue.
+
+The door supplies `deliver(consumer, entry)`, which must not raise. Readiness is the
+door's backpressure signal: while `client.paused` is true (its transport is over the
+high-water mark) or credit is exhausted, the queue keeps the message for someone else
+or for later. `filter` (anything with `search(subject)`) restricts which subjects this
+consumer takes (Malamute service offers).
+"""
+
+
+class Consumer:
+    __slots__ = ("id", "client", "queue", "deliver", "manual_ack", "filter", "credit",
+                 "unacked", "active", "on_cancel", "delivered", "tag")
+
+    def __init__(self, id, client, deliver, manual_ack=False, filter=None, credit=None,
+                 on_cancel=None, tag=None):
+        self.id = id
+        self.client = client
+        self.queue = None
+        self.deliver = deliver
+        self.manual_ack = manual_ack
+        self.filter = filter
+        self.credit = credit          # None: unlimited; int: deliveries allowed
+        self.unacked = {}             # message id -> Entry
+        self.active = True
+        self.on_cancel = on_cancel    # called when the core removes it (queue deleted)
+        self.delivered = 0
+        self.tag = tag                # door-private data
+
+    def ready(self):
+        return self.active and not self.client.paused and (self.credit is None or self.credit > 0)
+
+    def add_credit(self, n):
+        self.credit = (self.credit or 0) + n
+        if self.queue is not None:
+            self.queue.dispatch()
+
+    def ack(self, message_id, positive=True, reason=None):
+        """Settle one unacked message; returns False if this consumer does not hold it."""
+        entry = self.unacked.pop(message_id, None)
+        if entry is None:
+            return False
+        entry.notify("ack" if positive else "nack", self, reason)
+        if self.queue is not None:
+            self.queue.settled(self, entry)
+        return True
+
+    def ack_all(self):
+        for message_id in list(self.unacked):
+            self.ack(message_id)
+
+    def reject(self, message_id):
+        """Return one message to the back of its queue with retry + 1."""
+        entry = self.unacked.pop(message_id, None)
+        if entry is None:
+            return False
+        if self.queue is not None:
+            self.queue.requeue(entry, self)
+        return True
+
+    def reject_all(self):
+        for message_id in list(self.unacked):
+            self.reject(message_id)
+
+    def __repr__(self):
+        return f"Consumer({self.id!r}, queue={getattr(self.queue, 'name', None)!r})"

@@ -1,0 +1,67 @@
+"""The message envelope shared by every door, and the queue entry that wraps it."""
+
+
+class Message:
+    """An immutable-by-convention envelope.
+
+    Names and ids are str; payload frames are bytes. `raw` may hold a door-specific
+    pre-encoded form (e.g. the MQKS delivery tail) so a same-protocol delivery can relay
+    it without re-encoding; `raw_door` says which door understands it.
+    """
+
+    __slots__ = ("id", "subject", "frames", "headers", "sender", "origin", "tracker",
+                 "priority", "expires_at", "created_at", "raw", "raw_door", "size")
+
+    def __init__(self, id, subject, frames, headers=None, sender="", origin="",
+                 tracker="", priority=False, expires_at=None, created_at=0.0,
+                 raw=None, raw_door=None):
+        self.id = id
+        self.subject = subject
+        self.frames = frames
+        self.headers = headers
+        self.sender = sender
+        self.origin = origin
+        self.tracker = tracker
+        self.priority = priority
+        self.expires_at = expires_at
+        self.created_at = created_at
+        self.raw = raw
+        self.raw_door = raw_door
+        self.size = sum(map(len, frames)) if len(frames) != 1 else len(frames[0])
+
+    @property
+    def body(self) -> bytes:
+        """All frames as one byte string (single-frame protocols)."""
+        return self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
+
+    def __repr__(self):
+        return f"Message(id={self.id!r}, subject={self.subject!r}, size={self.size})"
+
+
+class Entry:
+    """A message's place in one queue: the same Message may sit in many queues.
+
+    `retry` counts rejects/requeues. `observer`, when set, is told about this entry's
+    fate: observer(event, entry, consumer, reason) with event in
+    'sent', 'ack', 'nack', 'dropped' (used for producer acks across doors).
+    """
+
+    __slots__ = ("message", "retry", "observer", "settled", "deliveries")
+
+    def __init__(self, message, retry=0, observer=None):
+        self.message = message
+        self.retry = retry
+        self.observer = observer
+        self.settled = False
+        self.deliveries = 0           # how many consumers got it (first receiver sees 1)
+
+    def notify(self, event, consumer=None, reason=None):
+        """Tell the observer once per final outcome ('sent' may repeat)."""
+        observer = self.observer
+        if observer is None:
+            return
+        if event != "sent":
+            if self.settled:
+                return
+            self.settled = True
+        observer(event, self, consumer, reason)

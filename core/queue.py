@@ -1,0 +1,387 @@
+"""Named FIFO with a priority lane and competing consumers.
+
+One class serves every door; its delivery mode says what a put does:
+
+round-robin  each message to one ready consumer, strictly rotating (MQKS, Malamute
+             services, Twino RoundRobin); stored while nobody is ready
+push-all     each message to every consumer; stored while there are none (Twino Push)
+broadcast    to every current consumer at once, never stored (Twino Broadcast)
+pull         stored; handed out only by pull() (Twino Pull)
+cache        keeps only the latest message; never pushed (Twino Cache)
+paused       stored, not delivered until the mode changes
+stopped      refuses puts; entering it clears the queue
+
+Time-based work (ack timeouts, message expiry) happens in tick(), which the broker calls
+from one periodic sweep: no timer per message.
+"""
+from collections import deque
+
+from core.message import Entry
+
+ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED = (
+    "round-robin", "push-all", "broadcast", "pull", "cache", "paused", "stopped")
+MODES = (ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED)
+
+
+class QueueError(Exception):
+    """A put the queue refuses; `reason` is one of 'stopped', 'full', 'too-large'."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Queue:
+    def __init__(self, broker, name, mode=ROUND_ROBIN, *, channel=None, ack_timeout=None,
+                 ack_timeout_requeue=True, max_messages=None, max_bytes=None,
+                 max_message_size=None, wait_for_ack=False, only_first=False,
+                 when_unused=None, attrs=None):
+        self.broker = broker
+        self.name = name
+        self.channel = channel
+        self.entries = deque()
+        self.priority = deque()
+        self.bytes = 0
+        self.consumers = []
+        self.attrs = attrs if attrs is not None else {}   # door-private settings
+        self.deleted = False
+        self._next = 0
+        self._filtered = 0
+        self._dispatching = False
+        self._outstanding = 0          # manual-ack deliveries not yet settled
+        self._ack_deadlines = deque()  # (deadline, consumer, entry), in delivery order
+        self._unused_timer = None
+        self.received = self.delivered = self.acked = self.requeued = 0
+        self.dropped = self.expired = 0
+        self.mode = mode
+        self.ack_timeout = ack_timeout
+        self.ack_timeout_requeue = ack_timeout_requeue
+        self.max_messages = max_messages
+        self.max_bytes = max_bytes
+        self.max_message_size = max_message_size
+        self.wait_for_ack = wait_for_ack
+        self.only_first = only_first
+        self.when_unused = when_unused
+
+    # -- configuration ----------------------------------------------------------------
+    def set_mode(self, mode):
+        """Change the delivery mode live; stopped clears, others re-dispatch."""
+        if mode not in MODES:
+            raise ValueError(f"unknown queue mode {mode!r}")
+        self.mode = mode
+        if mode == STOPPED:
+            self.clear()
+        elif mode == CACHE:
+            self._keep_latest()
+        self.dispatch()
+
+    def __len__(self):
+        return len(self.entries) + len(self.priority)
+
+    def refusal(self, message):
+        """Why a put of `message` would be refused, or None."""
+        if self.mode == STOPPED:
+            return "stopped"
+        if self.max_message_size is not None and message.size > self.max_message_size:
+            return "too-large"
+        if self.max_messages is not None and len(self) >= self.max_messages:
+            return "full"
+        if self.max_bytes is not None and self.bytes + message.size > self.max_bytes:
+            return "full"
+        return None
+
+    # -- putting ----------------------------------------------------------------------
+    def put_message(self, message, observer=None):
+        """Stream entry point: False (and counted) when refused, never raises."""
+        return self.put(Entry(message, 0, observer))
+
+    def put(self, entry, strict=False):
+        """Add an entry; with strict=True a refusal raises QueueError instead of dropping."""
+        message = entry.message
+        if (self.max_messages is not None or self.max_bytes is not None
+                or self.max_message_size is not None or self.mode == STOPPED):
+            reason = self.refusal(message)
+            if reason is not None:
+                if strict:
+                    raise QueueError(reason)
+                self.dropped += 1
+                entry.notify("dropped", None, reason)
+                return False
+        self.received += 1
+        mode = self.mode
+        if mode == BROADCAST:
+            self._broadcast(entry)
+            return True
+        if mode == CACHE:
+            self.clear()
+        self.bytes += message.size
+        (self.priority if message.priority else self.entries).append(entry)
+        if self.consumers and not self._dispatching:
+            self.dispatch()
+        return True
+
+    def requeue(self, entry, consumer=None):
+        """Back of the queue with retry + 1 (MQKS reject, consumer gone, ack timeout)."""
+        if consumer is not None and consumer.manual_ack:
+            self._outstanding -= 1
+        if self.deleted or self.mode == STOPPED:
+            entry.notify("dropped", consumer, "deleted")
+            return
+        entry.retry += 1
+        self.requeued += 1
+        self.bytes += entry.message.size
+        (self.priority if entry.message.priority else self.entries).append(entry)
+        self.dispatch()
+
+    def settled(self, consumer, entry):
+        """A consumer acked (or nacked) an entry for good."""
+        self.acked += 1
+        self._outstanding -= 1
+        if self.wait_for_ack:
+            self.dispatch()
+
+    def clear(self):
+        for lane in (self.priority, self.entries):
+            while lane:
+                entry = lane.popleft()
+                entry.notify("dropped", None, "cleared")
+        self.bytes = 0
+
+    def _keep_latest(self):
+        latest = self.entries[-1] if self.entries else (self.priority[-1] if self.priority else None)
+        self.entries.clear()
+        self.priority.clear()
+        self.bytes = 0
+        if latest is not None:
+            self.entries.append(latest)
+            self.bytes = latest.message.size
+
+    # -- consumers --------------------------------------------------------------------
+    def add_consumer(self, consumer):
+        if self._unused_timer is not None:
+            if self._unused_timer.active():
+                self._unused_timer.cancel()
+            self._unused_timer = None
+        consumer.queue = self
+        self.consumers.append(consumer)
+        if consumer.filter is not None:
+            self._filtered += 1
+        self.dispatch()
+
+    def remove_consumer(self, consumer, requeue=True):
+        """Take a consumer away; its unacked messages go back (retry + 1) or are dropped."""
+        if consumer.queue is not self:
+            return
+        index = self.consumers.index(consumer)
+        del self.consumers[index]
+        if index < self._next:
+            self._next -= 1
+        if consumer.filter is not None:
+            self._filtered -= 1
+        consumer.active = False
+        unacked, consumer.unacked = consumer.unacked, {}
+        for entry in unacked.values():
+            if requeue:
+                self.requeue(entry, consumer)
+            else:
+                self._outstanding -= 1
+                entry.notify("dropped", consumer, "consumer-gone")
+        consumer.queue = None
+        if not self.consumers and not self.deleted:
+            self._maybe_delete_unused()
+        self.dispatch()
+
+    def _maybe_delete_unused(self):
+        setting = self.when_unused
+        if setting is None or setting is False:
+            return
+        if setting is True:
+            self.broker.delete_queue(self.name)
+        else:
+            self._unused_timer = self.broker.clock.call_later(float(setting), self._unused_expired)
+
+    def _unused_expired(self):
+        self._unused_timer = None
+        if not self.consumers and not self.deleted:
+            self.broker.delete_queue(self.name)
+
+    # -- dispatching --------------------------------------------------------------------
+    def dispatch(self):
+        """Hand stored messages to consumers as the mode allows. Re-entrant safe."""
+        if self._dispatching or not self.consumers or self.deleted:
+            return
+        mode = self.mode
+        if mode == ROUND_ROBIN and not self.only_first:
+            if not (self.entries or self.priority):
+                return
+            self._dispatching = True
+            try:
+                if self._filtered:
+                    self._dispatch_filtered()
+                else:
+                    self._dispatch_rotating()
+            finally:
+                self._dispatching = False
+        elif mode == PUSH_ALL or (mode == ROUND_ROBIN and self.only_first):
+            self._dispatching = True
+            try:
+                self._dispatch_all()
+            finally:
+                self._dispatching = False
+
+    def _blocked(self):
+        return self.wait_for_ack and self._outstanding > 0
+
+    def _dispatch_rotating(self):
+        consumers, priority, entries = self.consumers, self.priority, self.entries
+        wait = self.wait_for_ack
+        while priority or entries:
+            if wait and self._outstanding > 0:
+                return
+            n = len(consumers)
+            if not n:
+                return
+            start = self._next % n
+            for k in range(n):
+                c = consumers[(start + k) % n]
+                if c.active and not c.client.paused and (c.credit is None or c.credit > 0):
+                    self._next = (start + k + 1) % n
+                    break
+            else:
+                return
+            entry = priority.popleft() if priority else entries.popleft()
+            self.bytes -= entry.message.size
+            self._hand(c, entry)
+
+    def _dispatch_filtered(self):
+        """Malamute-style: the first ready consumer whose filter matches takes it and
+        moves to the end of the list; unmatched messages wait in FIFO order."""
+        consumers = self.consumers
+        for lane in (self.priority, self.entries):
+            kept = []
+            while lane:
+                if self._blocked() or not any(c.ready() for c in consumers):
+                    break
+                entry = lane.popleft()
+                subject = entry.message.subject
+                for i, c in enumerate(consumers):
+                    if c.ready() and (c.filter is None or c.filter.search(subject)):
+                        consumers.append(consumers.pop(i))
+                        self.bytes -= entry.message.size
+                        self._hand(c, entry)
+                        break
+                else:
+                    kept.append(entry)
+            lane.extendleft(reversed(kept))
+
+    def _dispatch_all(self):
+        """Push-all (and only-first): every active consumer, or the first ready one."""
+        consumers, priority, entries = self.consumers, self.priority, self.entries
+        while priority or entries:
+            if self._blocked():
+                return
+            ready = [c for c in consumers if c.ready()]
+            if not ready:
+                return
+            entry = priority.popleft() if priority else entries.popleft()
+            self.bytes -= entry.message.size
+            if self.only_first:
+                self._hand(ready[0], entry)
+            else:
+                for c in [c for c in consumers if c.active]:
+                    self._hand(c, entry)
+
+    def _broadcast(self, entry):
+        receivers = [c for c in self.consumers if c.active]
+        if not receivers:
+            self.dropped += 1
+            entry.notify("dropped", None, "no-consumers")
+            return
+        for c in receivers:
+            self._hand(c, entry)
+
+    def _hand(self, c, entry):
+        if c.credit is not None:
+            c.credit -= 1
+        c.delivered += 1
+        self.delivered += 1
+        entry.deliveries += 1
+        if c.manual_ack:
+            c.unacked[entry.message.id] = entry
+            self._outstanding += 1
+            if self.ack_timeout:
+                self._ack_deadlines.append((self.broker.clock.now() + self.ack_timeout, c, entry))
+        c.deliver(c, entry)
+        if entry.observer is not None:
+            entry.notify("sent", c)
+            if not c.manual_ack:
+                entry.notify("ack", c)
+
+    # -- pull ---------------------------------------------------------------------------
+    def pull(self, consumer, count, lifo=False, clear=False):
+        """Take up to `count` entries for one requester (Twino Pull); priority first."""
+        taken = []
+        now = self.broker.clock.now()
+        for lane in (self.priority, self.entries):
+            while lane and len(taken) < count:
+                entry = lane.pop() if lifo else lane.popleft()
+                self.bytes -= entry.message.size
+                expires = entry.message.expires_at
+                if expires is not None and expires <= now:
+                    self.expired += 1
+                    entry.notify("dropped", None, "expired")
+                    continue
+                taken.append(entry)
+        if clear:
+            self.clear()
+        for entry in taken:
+            consumer.delivered += 1
+            self.delivered += 1
+            entry.deliveries += 1
+            if consumer.manual_ack:
+                consumer.unacked[entry.message.id] = entry
+                self._outstanding += 1
+                if self.ack_timeout:
+                    self._ack_deadlines.append((now + self.ack_timeout, consumer, entry))
+        return taken
+
+    # -- periodic ----------------------------------------------------------------------
+    def tick(self, now):
+        """Ack timeouts and message expiry; called about once a second."""
+        deadlines = self._ack_deadlines
+        while deadlines and deadlines[0][0] <= now:
+            _, consumer, entry = deadlines.popleft()
+            if consumer.unacked.get(entry.message.id) is entry:
+                del consumer.unacked[entry.message.id]
+                if self.ack_timeout_requeue:
+                    self.requeue(entry, consumer)
+                else:
+                    entry.notify("nack", consumer, "timeout")
+                    self._outstanding -= 1
+                    if self.wait_for_ack:
+                        self.dispatch()
+        for lane in (self.priority, self.entries):
+            while lane:
+                expires = lane[0].message.expires_at
+                if expires is None or expires > now:
+                    break
+                entry = lane.popleft()
+                self.bytes -= entry.message.size
+                self.expired += 1
+                entry.notify("dropped", None, "expired")
+
+    # -- deletion -------------------------------------------------------------------------
+    def close(self):
+        """Called by the broker when the queue is deleted: consumers are cancelled."""
+        self.deleted = True
+        if self._unused_timer is not None and self._unused_timer.active():
+            self._unused_timer.cancel()
+        self._unused_timer = None
+        for consumer in list(self.consumers):
+            self.remove_consumer(consumer, requeue=False)
+            if consumer.on_cancel is not None:
+                consumer.on_cancel(consumer)
+        self.clear()
+
+    def __repr__(self):
+        return f"Queue({self.name!r}, mode={self.mode}, len={len(self)}, consumers={len(self.consumers)})"

@@ -1,0 +1,109 @@
+"""Named pub/sub exchange.
+
+A stream hands a message to every subscription whose matcher accepts the subject.
+Subscriptions are either *bindings* (deliver into a named queue; the queue is looked up
+at publish time, so bindings may exist before the queue does, as MQKS rebind allows) or
+*readers* (deliver straight to a client callback; Malamute STREAM-READ, Twino routers).
+Exact subjects are a dict lookup: that is the hot path.
+"""
+
+DISTRIBUTE, ROUND_ROBIN, ONLY_FIRST = "distribute", "round-robin", "only-first"
+
+
+class Reader:
+    """A client's direct subscription: deliver(stream_name, message)."""
+
+    __slots__ = ("client", "key", "matcher", "deliver")
+
+    def __init__(self, client, key, matcher, deliver):
+        self.client, self.key, self.matcher, self.deliver = client, key, matcher, deliver
+
+
+class Stream:
+    def __init__(self, name, queues, route=DISTRIBUTE):
+        self.name = name
+        self.route = route
+        self._queues = queues          # the broker's name -> Queue dict
+        self.exact = {}                # subject -> {queue_name: None}
+        self.bindings = {}             # queue_name -> set(subjects)
+        self.readers = []              # [Reader] with a matcher
+        self._rr = 0
+        self.published = 0
+        self.unrouted = 0
+
+    # -- bindings (stream -> queue) --------------------------------------------------
+    def set_bindings(self, queue_name, subjects):
+        """Make `queue_name` bound to exactly `subjects`; returns True if anything changed."""
+        old = self.bindings.get(queue_name, set())
+        new = set(subjects)
+        if old == new:
+            return False
+        for subject in old - new:
+            targets = self.exact[subject]
+            del targets[queue_name]
+            if not targets:
+                del self.exact[subject]
+        for subject in new - old:
+            self.exact.setdefault(subject, {})[queue_name] = None
+        if new:
+            self.bindings[queue_name] = new
+        else:
+            self.bindings.pop(queue_name, None)
+        return True
+
+    def bound_subjects(self, queue_name):
+        return self.bindings.get(queue_name, frozenset())
+
+    # -- readers (stream -> client) --------------------------------------------------
+    def add_reader(self, client, key, matcher, deliver):
+        """Subscribe a client; the same (client, key) twice is idempotent."""
+        for reader in self.readers:
+            if reader.client is client and reader.key == key:
+                return reader
+        reader = Reader(client, key, matcher, deliver)
+        self.readers.append(reader)
+        return reader
+
+    def remove_readers(self, client):
+        self.readers = [r for r in self.readers if r.client is not client]
+
+    # -- publishing -------------------------------------------------------------------
+    def publish(self, message, exclude=None):
+        """Route one message; returns how many copies were handed on.
+
+        `exclude` is a client that must not get its own message back (Malamute writers).
+        """
+        self.published += 1
+        delivered = 0
+        names = self.exact.get(message.subject)
+        if names:
+            queues = self._queues
+            if self.route == DISTRIBUTE:
+                for name in names:
+                    queue = queues.get(name)
+                    if queue is not None and queue.put_message(message):
+                        delivered += 1
+            else:
+                delivered += self._route_one([queues.get(n) for n in names], message)
+        if self.readers:
+            subject = message.subject
+            for reader in self.readers:
+                if reader.client is not exclude and reader.matcher.search(subject):
+                    reader.deliver(self.name, message)
+                    delivered += 1
+        if not delivered:
+            self.unrouted += 1
+        return delivered
+
+    def _route_one(self, queues, message):
+        """Round-robin or only-first over the bound queues (Twino router methods)."""
+        live = [q for q in queues if q is not None]
+        if not live:
+            return 0
+        if self.route == ROUND_ROBIN:
+            self._rr = (self._rr + 1) % len(live)
+            live = live[self._rr:] + live[:self._rr]
+        for queue in live:
+            if queue.put_message(message):
+                return 1
+        return 0

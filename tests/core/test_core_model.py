@@ -1,0 +1,400 @@
+"""The core model with a fake clock: no sockets, no reactor."""
+import pytest
+
+from core import Broker, Client, Consumer, FakeClock, Message, QueueError
+from core import queue as qmod
+
+
+def msg(i, subject="e1", body=b"d", **kw):
+    return Message(str(i), subject, (body,), **kw)
+
+
+class Sink:
+    """Collects what a consumer is handed, as the door's deliver callback would."""
+
+    def __init__(self):
+        self.got = []
+
+    def __call__(self, consumer, entry):
+        self.got.append((entry.message.id, entry.retry))
+
+    @property
+    def ids(self):
+        return [m for m, _ in self.got]
+
+
+@pytest.fixture
+def broker():
+    return Broker(FakeClock())
+
+
+def consumer(broker, queue, cid, manual=False, filter=None, client=None):
+    client = client or Client("cl-" + cid, "test")
+    sink = Sink()
+    c = Consumer(cid, client, sink, manual_ack=manual, filter=filter)
+    broker.add_consumer(queue, c)
+    return c, sink
+
+
+def test_bindings_exist_before_queue_and_messages_are_dropped_until_it_does(broker):
+    s = broker.stream("mqks")
+    assert s.set_bindings("q1", {"e1"}) is True
+    assert s.set_bindings("q1", {"e1"}) is False
+    assert s.publish(msg(1)) == 0
+    q = broker.queue("q1")
+    assert s.publish(msg(2)) == 1
+    c, sink = consumer(broker, q, "c")
+    assert sink.ids == ["2"]
+
+
+def test_fan_out_one_copy_per_bound_queue(broker):
+    s = broker.stream("mqks")
+    sinks = []
+    for i in range(3):
+        s.set_bindings(f"q{i}", {"e1"})
+        sinks.append(consumer(broker, broker.queue(f"q{i}"), f"c{i}")[1])
+    s.publish(msg(7))
+    assert [k.ids for k in sinks] == [["7"], ["7"], ["7"]]
+
+
+def test_round_robin_is_strict(broker):
+    q = broker.queue("q")
+    a, sa = consumer(broker, q, "a")
+    b, sb = consumer(broker, q, "b")
+    for i in range(6):
+        q.put_message(msg(i))
+    assert sa.ids == ["0", "2", "4"] and sb.ids == ["1", "3", "5"]
+
+
+def test_reject_goes_to_back_with_retry(broker):
+    q = broker.queue("q")
+    q.put_message(msg(1))
+    q.put_message(msg(2))
+    c, sink = consumer(broker, q, "c", manual=True)
+    assert sink.got == [("1", 0), ("2", 0)]
+    assert c.reject("1") is True
+    assert sink.got[-1] == ("1", 1)
+    assert c.reject("nope") is False
+    c.reject_all()
+    assert sorted(sink.got[-2:]) == [("1", 2), ("2", 1)]
+    c.ack_all()
+    assert c.unacked == {} and q.acked == 2
+
+
+def test_unacked_return_when_consumer_leaves(broker):
+    q = broker.queue("q")
+    c1, s1 = consumer(broker, q, "c1", manual=True)
+    q.put_message(msg(1))
+    broker.remove_consumer(c1)
+    q.put_message(msg(3))
+    c2, s2 = consumer(broker, q, "c2", manual=True)
+    assert s2.got == [("1", 1), ("3", 0)]
+
+
+def test_paused_client_keeps_messages_in_queue(broker):
+    q = broker.queue("q")
+    client = Client("slow", "test")
+    c, sink = consumer(broker, q, "c", client=client)
+    client.pause()
+    for i in range(1000):
+        q.put_message(msg(i))
+    assert sink.ids == [] and len(q) == 1000
+    client.resume()
+    assert len(sink.ids) == 1000 and len(q) == 0
+
+
+def test_paused_consumer_is_skipped_in_rotation(broker):
+    q = broker.queue("q")
+    slow = Client("slow", "test")
+    a, sa = consumer(broker, q, "a", client=slow)
+    b, sb = consumer(broker, q, "b")
+    slow.pause()
+    for i in range(4):
+        q.put_message(msg(i))
+    assert sa.ids == [] and sb.ids == ["0", "1", "2", "3"]
+
+
+def test_when_unused_bare_deletes_at_once(broker):
+    q = broker.queue("q", when_unused=True)
+    c, _ = consumer(broker, q, "c")
+    broker.remove_consumer(c)
+    assert "q" not in broker.queues
+
+
+def test_when_unused_timer_and_cancel(broker):
+    clock = broker.clock
+    q = broker.queue("q", when_unused=1.0)
+    c, _ = consumer(broker, q, "c")
+    broker.remove_consumer(c)
+    clock.advance(0.5)
+    c2, _ = consumer(broker, q, "c2")      # a consume within the window cancels it
+    clock.advance(2)
+    assert "q" in broker.queues
+    broker.remove_consumer(c2)
+    clock.advance(0.99)
+    assert "q" in broker.queues
+    clock.advance(0.02)
+    assert "q" not in broker.queues
+
+
+def test_queue_without_setting_keeps_collecting(broker):
+    q = broker.queue("q")
+    c, _ = consumer(broker, q, "c")
+    broker.remove_consumer(c)
+    q.put_message(msg(9))
+    assert "q" in broker.queues and len(q) == 1
+
+
+def test_delete_queue_cancels_consumers_and_bindings(broker):
+    s = broker.stream("mqks")
+    s.set_bindings("q", {"e1", "e2"})
+    q = broker.queue("q")
+    cancelled = []
+    client = Client("x", "test")
+    c = Consumer("c", client, Sink(), on_cancel=cancelled.append)
+    broker.add_consumer(q, c)
+    assert broker.delete_queue("q") is True
+    assert cancelled == [c] and client.consumers == {} and s.exact == {}
+    assert broker.delete_queue("q") is False
+
+
+def test_filters_round_robin_among_matching_and_unmatched_wait(broker):
+    class Prefix:
+        def __init__(self, p):
+            self.p = p
+
+        def search(self, s):
+            return s.startswith(self.p)
+    q = broker.queue("svc")
+    w0, s0 = consumer(broker, q, "w0", filter=Prefix("r"))
+    w1, s1 = consumer(broker, q, "w1", filter=Prefix("r"))
+    for i in range(6):
+        q.put_message(msg(i, subject="req"))
+    q.put_message(msg("c1", subject="calc"))
+    assert s0.ids == ["0", "2", "4"] and s1.ids == ["1", "3", "5"]
+    assert len(q) == 1
+    w2, s2 = consumer(broker, q, "w2", filter=Prefix("c"))   # a new offer picks it up
+    assert s2.ids == ["c1"] and len(q) == 0
+
+
+def test_push_all_stores_until_member_then_delivers_to_all(broker):
+    q = broker.queue("ch/1", mode=qmod.PUSH_ALL)
+    q.put_message(msg(1))
+    a, sa = consumer(broker, q, "a")
+    b, sb = consumer(broker, q, "b")
+    q.put_message(msg(2))
+    assert sa.ids == ["1", "2"] and sb.ids == ["2"]
+
+
+def test_broadcast_never_stores(broker):
+    q = broker.queue("b", mode=qmod.BROADCAST)
+    dropped = []
+    q.put(__import__("core").Entry(msg(1), observer=lambda ev, e, c, r: dropped.append((ev, r))))
+    assert len(q) == 0 and dropped == [("dropped", "no-consumers")]
+    a, sa = consumer(broker, q, "a")
+    q.put_message(msg(2))
+    assert sa.ids == ["2"]
+
+
+def test_pull_priority_first_lifo_and_clear(broker):
+    q = broker.queue("p", mode=qmod.PULL)
+    for i in range(5):
+        q.put_message(msg(i))
+    q.put_message(msg("P", priority=True))
+    c, sink = consumer(broker, q, "c")
+    assert sink.ids == []
+    assert [e.message.id for e in q.pull(c, 3, lifo=True)] == ["P", "4", "3"]
+    assert [e.message.id for e in q.pull(c, 1, clear=True)] == ["0"]
+    assert len(q) == 0
+
+
+def test_cache_keeps_latest_only(broker):
+    q = broker.queue("c", mode=qmod.CACHE)
+    for i in range(3):
+        q.put_message(msg(i))
+    assert [e.message.id for e in q.entries] == ["2"]
+
+
+def test_stopped_refuses_and_clears(broker):
+    q = broker.queue("s")
+    q.put_message(msg(1))
+    q.set_mode(qmod.STOPPED)
+    assert len(q) == 0
+    with pytest.raises(QueueError) as err:
+        q.put(__import__("core").Entry(msg(2)), strict=True)
+    assert err.value.reason == "stopped"
+    assert q.put_message(msg(3)) is False
+
+
+def test_limits(broker):
+    q = broker.queue("l", max_messages=2, max_message_size=4)
+    assert q.refusal(msg(1, body=b"12345")) == "too-large"
+    assert q.put_message(msg(1)) and q.put_message(msg(2))
+    assert q.put_message(msg(3)) is False and q.dropped == 1
+
+
+def test_paused_mode_holds_until_resumed(broker):
+    q = broker.queue("x", mode=qmod.PAUSED)
+    c, sink = consumer(broker, q, "c")
+    q.put_message(msg(1))
+    assert sink.ids == []
+    q.set_mode(qmod.ROUND_ROBIN)
+    assert sink.ids == ["1"]
+
+
+def test_ack_timeout_requeues_via_tick(broker):
+    q = broker.queue("t", ack_timeout=15)
+    c, sink = consumer(broker, q, "c", manual=True)
+    q.put_message(msg(1))
+    broker.clock.advance(14)
+    broker.tick()
+    assert sink.got == [("1", 0)]
+    broker.clock.advance(2)
+    broker.tick()
+    assert sink.got == [("1", 0), ("1", 1)]
+
+
+def test_ack_timeout_nack_to_observer_when_not_requeued(broker):
+    from core import Entry
+    q = broker.queue("t", ack_timeout=1, ack_timeout_requeue=False)
+    c, sink = consumer(broker, q, "c", manual=True)
+    events = []
+    q.put(Entry(msg(1), observer=lambda ev, e, c, r: events.append((ev, r))))
+    broker.clock.advance(2)
+    broker.tick()
+    assert events == [("sent", None), ("nack", "timeout")]
+
+
+def test_wait_for_ack_serialises_deliveries(broker):
+    q = broker.queue("w", wait_for_ack=True)
+    c, sink = consumer(broker, q, "c", manual=True)
+    q.put_message(msg(1))
+    q.put_message(msg(2))
+    assert sink.ids == ["1"]
+    c.ack("1")
+    assert sink.ids == ["1", "2"]
+
+
+def test_observer_sees_ack_from_consumer(broker):
+    from core import Entry
+    q = broker.queue("o")
+    c, sink = consumer(broker, q, "c", manual=True)
+    events = []
+    q.put(Entry(msg(1), observer=lambda ev, e, cons, r: events.append((ev, r))))
+    c.ack("1", positive=False, reason="busy")
+    c.ack("1")
+    assert events == [("sent", None), ("nack", "busy")]
+
+
+def test_message_expiry_in_sweep(broker):
+    q = broker.queue("x")
+    q.put_message(msg(1, expires_at=broker.clock.now() + 1))
+    q.put_message(msg(2))
+    broker.clock.advance(2)
+    broker.tick()
+    assert [e.message.id for e in q.entries] == ["2"] and q.expired == 1
+
+
+def test_periodic_sweep_uses_the_clock(broker):
+    q = broker.queue("x")
+    q.put_message(msg(1, expires_at=broker.clock.now() + 1.5))
+    broker.start()
+    broker.clock.advance(2.5)
+    assert len(q) == 0
+    broker.stop()
+
+
+def test_stream_readers_exclude_writer_and_double_match(broker):
+    s = broker.stream("weather")
+
+    class Any:
+        def search(self, s):
+            return True
+    writer, reader = Client("w", "m"), Client("r", "m")
+    got = []
+    s.add_reader(reader, "a", Any(), lambda name, m: got.append(("a", m.id)))
+    s.add_reader(reader, "a", Any(), lambda name, m: got.append(("dup", m.id)))
+    s.add_reader(reader, "b", Any(), lambda name, m: got.append(("b", m.id)))
+    s.add_reader(writer, "a", Any(), lambda name, m: got.append(("self", m.id)))
+    s.publish(msg(1, subject="temp"), exclude=writer)
+    assert got == [("a", "1"), ("b", "1")]
+
+
+def test_mailbox_store_flush_limit_expiry(broker):
+    mb = broker.mailbox("alice")
+    broker.mailbox_limit = None
+    mb.limit_bytes = 20
+    for i in range(5):
+        mb.send(msg(i, body=b"x" * 10))
+    assert len(mb.stored) == 2 and mb.dropped == 3
+    owner = Client("alice", "m")
+    got = []
+    mb.attach(owner, lambda box, m: got.append(m.id))
+    assert got == ["0", "1"]
+    assert mb.send(msg(9)) == "delivered"
+    mb.detach(owner)
+    mb.send(msg(10, expires_at=broker.clock.now() + 1))
+    broker.clock.advance(2)
+    broker.tick()
+    assert len(mb.stored) == 0 and mb.expired == 1
+
+
+def test_mailbox_takeover(broker):
+    mb = broker.mailbox("bob")
+    first, second = Client("1", "m"), Client("2", "m")
+    got = []
+    mb.attach(first, lambda b, m: got.append(("first", m.id)))
+    mb.attach(second, lambda b, m: got.append(("second", m.id)))
+    mb.send(msg(1))
+    assert got == [("second", "1")] and first.mailbox is None
+
+
+def test_channel_members_consume_every_queue(broker):
+    ch = broker.channel("ch")
+    member = Client("m1", "twino")
+    broker.connect(member)
+    sinks = {}
+
+    def make(queue):
+        sinks[queue.name] = Sink()
+        return Consumer(f"m1:{queue.name}", member, sinks[queue.name])
+    ch.add_queue(1, broker.queue("ch/1", mode=qmod.PUSH_ALL))
+    ch.join(member, make)
+    ch.add_queue(2, broker.queue("ch/2", mode=qmod.PUSH_ALL))
+    broker.queues["ch/1"].put_message(msg(1))
+    broker.queues["ch/2"].put_message(msg(2))
+    assert sinks["ch/1"].ids == ["1"] and sinks["ch/2"].ids == ["2"]
+    broker.disconnect(member)
+    assert ch.members == {} and broker.queues["ch/1"].consumers == []
+
+
+def test_disconnect_requeues_and_detaches(broker):
+    q = broker.queue("q")
+    client = Client("c", "t")
+    broker.connect(client)
+    c, _ = consumer(broker, q, "c", manual=True, client=client)
+    q.put_message(msg(1))
+    mb = broker.mailbox("c")
+    mb.attach(client, lambda b, m: None)
+    broker.disconnect(client)
+    assert len(q) == 1 and q.entries[0].retry == 1 and mb.owner is None
+    assert "c" not in broker.clients
+
+
+def test_events_are_emitted(broker):
+    seen = []
+    broker.subscribe(lambda ev, **d: seen.append(ev))
+    broker.queue("a")
+    broker.delete_queue("a")
+    broker.channel("c")
+    broker.remove_channel("c")
+    assert seen == ["queue-created", "queue-removed", "channel-created", "channel-removed"]
+
+
+def test_find_clients_oldest_first(broker):
+    a, b = Client("a", "t", name="n"), Client("b", "t", name="n", type="x")
+    broker.connect(a)
+    broker.clock.advance(1)
+    broker.connect(b)
+    assert broker.find_clients(name="n") == [a, b]
+    assert broker.find_clients(type="x") == [b]
