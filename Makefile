@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python setup.cfg pyproject.toml
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test]' --config-settings editable_mode=compat
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -70,6 +70,7 @@ class Broker:
         queue = self.queues.get(name)
         if queue is None and create:
             queue = self.queues[name] = Queue(self, name, **options)
+            self._queues_changed()
             self.emit("queue-created", queue=queue)
         return queue
 
@@ -81,6 +82,7 @@ class Broker:
                 stream.set_bindings(name, ())
         if queue is None:
             return False
+        self._queues_changed()
         if queue.channel is not None:
             for key, q in list(queue.channel.queues.items()):
                 if q is queue:
@@ -90,6 +92,10 @@ class Broker:
         queue.close()
         self.emit("queue-removed", queue=queue)
         return True
+
+    def _queues_changed(self):
+        for stream in self.streams.values():
+            stream.queues_changed()
 
     def add_consumer(self, queue, consumer):
         consumer.client.consumers[consumer.id] = consumer

@@ -40,7 +40,8 @@ class Consumer:
         entry = self.unacked.pop(message_id, None)
         if entry is None:
             return False
-        entry.notify("ack" if positive else "nack", self, reason)
+        if entry.observer is not None:
+            entry.notify("ack" if positive else "nack", self, reason)
         if self.queue is not None:
             self.queue.settled(self, entry)
         return True

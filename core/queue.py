@@ -21,6 +21,8 @@ from core.message import Entry
 ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED = (
     "round-robin", "push-all", "broadcast", "pull", "cache", "paused", "stopped")
 MODES = (ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED)
+_OPTIONS = ("ack_timeout", "ack_timeout_requeue", "max_messages", "max_bytes",
+            "max_message_size", "wait_for_ack", "only_first", "when_unused")
 
 
 class QueueError(Exception):
@@ -62,6 +64,24 @@ class Queue:
         self.wait_for_ack = wait_for_ack
         self.only_first = only_first
         self.when_unused = when_unused
+        self._direct = False
+        self._refresh()
+
+    def configure(self, **options):
+        """Change options live (limits, timeouts, wait-for-ack...); re-dispatches."""
+        for key, value in options.items():
+            if key not in _OPTIONS:
+                raise ValueError(f"unknown queue option {key!r}")
+            setattr(self, key, value)
+        self._refresh()
+        self.dispatch()
+
+    def _refresh(self):
+        """Whether put_message may skip every check and hand over directly."""
+        self._direct = (self.mode == ROUND_ROBIN and not self.only_first
+                        and not self.wait_for_ack and not self._filtered
+                        and self.max_messages is None and self.max_bytes is None
+                        and self.max_message_size is None)
 
     # -- configuration ----------------------------------------------------------------
     def set_mode(self, mode):
@@ -69,6 +89,7 @@ class Queue:
         if mode not in MODES:
             raise ValueError(f"unknown queue mode {mode!r}")
         self.mode = mode
+        self._refresh()
         if mode == STOPPED:
             self.clear()
         elif mode == CACHE:
@@ -92,8 +113,31 @@ class Queue:
 
     # -- putting ----------------------------------------------------------------------
     def put_message(self, message, observer=None):
-        """Stream entry point: False (and counted) when refused, never raises."""
-        return self.put(Entry(message, 0, observer))
+        """Stream entry point: False (and counted) when refused, never raises.
+
+        The common case (plain round-robin, no backlog, next consumer ready) hands the
+        message straight over without touching the deque.
+        """
+        entry = Entry(message, 0, observer)
+        if self._direct and not self.entries and not self.priority and not self._dispatching:
+            consumers = self.consumers
+            if consumers:
+                i = self._next
+                if i >= len(consumers):
+                    i = 0
+                c = consumers[i]
+                if c.active and not c.client.paused and c.credit is None:
+                    self._next = i + 1
+                    self.received += 1
+                    if c.manual_ack or observer is not None:
+                        self._hand(c, entry)
+                    else:
+                        c.delivered += 1
+                        self.delivered += 1
+                        entry.deliveries = 1
+                        c.deliver(c, entry)
+                    return True
+        return self.put(entry)
 
     def put(self, entry, strict=False):
         """Add an entry; with strict=True a refusal raises QueueError instead of dropping."""
@@ -166,6 +210,7 @@ class Queue:
         self.consumers.append(consumer)
         if consumer.filter is not None:
             self._filtered += 1
+            self._refresh()
         self.dispatch()
 
     def remove_consumer(self, consumer, requeue=True):
@@ -178,6 +223,7 @@ class Queue:
             self._next -= 1
         if consumer.filter is not None:
             self._filtered -= 1
+            self._refresh()
         consumer.active = False
         unacked, consumer.unacked = consumer.unacked, {}
         for entry in unacked.values():

@@ -27,6 +27,7 @@ class Stream:
         self.exact = {}                # subject -> {queue_name: None}
         self.bindings = {}             # queue_name -> set(subjects)
         self.readers = []              # [Reader] with a matcher
+        self._routes = {}              # subject -> tuple of live Queues (a cache)
         self._rr = 0
         self.published = 0
         self.unrouted = 0
@@ -49,7 +50,12 @@ class Stream:
             self.bindings[queue_name] = new
         else:
             self.bindings.pop(queue_name, None)
+        self._routes.clear()
         return True
+
+    def queues_changed(self):
+        """The broker created or deleted a queue: resolved routes may be stale."""
+        self._routes.clear()
 
     def bound_subjects(self, queue_name):
         return self.bindings.get(queue_name, frozenset())
@@ -75,16 +81,16 @@ class Stream:
         """
         self.published += 1
         delivered = 0
-        names = self.exact.get(message.subject)
-        if names:
-            queues = self._queues
+        targets = self._routes.get(message.subject)
+        if targets is None:
+            targets = self._resolve(message.subject)
+        if targets:
             if self.route == DISTRIBUTE:
-                for name in names:
-                    queue = queues.get(name)
-                    if queue is not None and queue.put_message(message):
+                for queue in targets:
+                    if queue.put_message(message, None):
                         delivered += 1
             else:
-                delivered += self._route_one([queues.get(n) for n in names], message)
+                delivered += self._route_one(targets, message)
         if self.readers:
             subject = message.subject
             for reader in self.readers:
@@ -95,11 +101,17 @@ class Stream:
             self.unrouted += 1
         return delivered
 
-    def _route_one(self, queues, message):
+    def _resolve(self, subject):
+        names = self.exact.get(subject, ())
+        queues = self._queues
+        targets = tuple(queues[n] for n in names if n in queues)
+        if len(self._routes) > 100_000:      # many one-off subjects: keep the cache small
+            self._routes.clear()
+        self._routes[subject] = targets
+        return targets
+
+    def _route_one(self, live, message):
         """Round-robin or only-first over the bound queues (Twino router methods)."""
-        live = [q for q in queues if q is not None]
-        if not live:
-            return 0
         if self.route == ROUND_ROBIN:
             self._rr = (self._rr + 1) % len(live)
             live = live[self._rr:] + live[:self._rr]

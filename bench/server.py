@@ -1,0 +1,27 @@
+"""Run a broker for benchmarks: ours (`mqksbridge`) or the naive baseline.
+
+    python -m bench.server mqksbridge PORT
+    python -m bench.server baseline PORT
+Prints `ready` once listening.
+"""
+import sys
+
+from twisted.internet import reactor
+
+
+def main():
+    kind, port = sys.argv[1], int(sys.argv[2])
+    if kind == "baseline":
+        from bench.baseline_server import listen
+        listen(reactor, port)
+    else:
+        from bridge import config
+        from bridge.service import build
+        top, _, _ = build(config.load(overrides={"mqks": {"listen": [f"tcp:{port}:interface=127.0.0.1"]}}), reactor)
+        top.startService()
+    reactor.callWhenRunning(lambda: print("ready", flush=True))
+    reactor.run()
+
+
+if __name__ == "__main__":
+    main()

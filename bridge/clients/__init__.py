@@ -1,0 +1,1 @@
+"""Blocking clients for tests, benchmarks and scripts (not used by the broker itself)."""

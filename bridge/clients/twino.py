@@ -1,0 +1,295 @@
+"""A small blocking Twino TMQP/2.0 client (sockets only) for tests, benchmarks and scripts.
+
+It speaks the wire the way the real 3.7.2 client does: protocol bytes and hello in one write,
+then the 8-byte echo, then Accepted. It is single-threaded: server PINGs are answered while it
+is reading (any call that waits), and frames that arrive while it waits for something else are
+kept in order for `recv`. Not thread-safe.
+"""
+from __future__ import annotations
+
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from protocols.twino.codec import (
+    PING_BYTES, PONG_BYTES, PROTOCOL, ContentType, Frame, FrameDecoder, Header, MessageType,
+    NackReason, NoContent, acknowledge, encode, new_id, nack_reason, response,
+)
+
+
+class TwinoError(Exception):
+    """The server broke the protocol, refused us, or refused a pull."""
+
+
+class TwinoRefused(TwinoError):
+    def __init__(self, code: int):
+        super().__init__(f"server refused the connection with code {code}")
+        self.code = code
+
+
+@dataclass(frozen=True)
+class AckResult:
+    """Outcome of a push or direct message that waited for its ack.
+
+    A Response with the same id (how the server reports push errors) counts as a failure;
+    its result code is `frame.content_type`.
+    """
+
+    ok: bool
+    reason: str | None
+    frame: Frame
+
+
+def _hello(client_id, name, client_type, token) -> bytes:
+    lines = ["CONNECT /"]
+    for key, value in ((Header.CLIENT_NAME, name), (Header.CLIENT_TYPE, client_type),
+                       (Header.CLIENT_TOKEN, token), (Header.CLIENT_ID, client_id)):
+        if value:
+            lines.append(f"{key}: {value}")
+    return ("\r\n".join(lines) + "\r\n").encode("utf-8")
+
+
+def _content(value) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
+
+
+def _headers(headers) -> list[tuple[str, str]] | None:
+    items = list(headers.items() if isinstance(headers, dict) else headers)
+    return items or None
+
+
+def connect(host: str = "127.0.0.1", port: int = 22200, client_id: str | None = None,
+            name: str | None = None, type: str | None = None, token: str | None = None,
+            timeout: float = 10.0, keep_wire_ttl: bool = False) -> TwinoClient:
+    """Open a socket and do the real handshake. Without `client_id` the server picks one.
+
+    `keep_wire_ttl` shows each frame's TTL as sent and keeps TTL-0 frames (for tests of the
+    server's TTL handling); normally TTL is decremented and TTL-0 frames are dropped.
+    """
+    sock = socket.create_connection((host, port), timeout=timeout)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        client = TwinoClient(sock, timeout, keep_wire_ttl)
+        client._handshake(client_id, name, type, token)
+    except BaseException:
+        sock.close()
+        raise
+    return client
+
+
+class TwinoClient:
+    def __init__(self, sock: socket.socket, timeout: float = 10.0, keep_wire_ttl: bool = False):
+        self.sock = sock
+        self.timeout = timeout
+        self.client_id: str | None = None
+        self._decoder = FrameDecoder(apply_ttl=not keep_wire_ttl)
+        self._wire: deque[Frame] = deque()  # decoded, not yet looked at
+        self._inbox: deque[Frame] = deque()  # looked at while waiting for something else
+
+    def __enter__(self) -> TwinoClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- raw frames ---------------------------------------------------------------------------
+
+    def send_frame(self, frame: Frame | bytes) -> None:
+        self.sock.sendall(frame if isinstance(frame, bytes) else encode(frame))
+
+    def recv_frame(self, timeout: float | None = None) -> Frame | None:
+        """The next frame exactly as received (PINGs included, nothing answered), or None."""
+        if self._inbox:
+            return self._inbox.popleft()
+        return self._next(self._deadline(timeout))
+
+    # -- connection ---------------------------------------------------------------------------
+
+    def _handshake(self, client_id, name, client_type, token) -> None:
+        hello = Frame(MessageType.SERVER, first_acquirer=True, message_id=new_id(),
+                      source=client_id, content_type=ContentType.HELLO,
+                      content=_hello(client_id, name, client_type, token))
+        self.sock.sendall(PROTOCOL + encode(hello))
+        echo = self._read_exact(8)
+        if echo != PROTOCOL:
+            raise TwinoError(f"unexpected server response {echo!r}")
+        frame = self._wait(lambda f: f.type == MessageType.SERVER, None)
+        if frame.content_type != ContentType.ACCEPTED:
+            raise TwinoRefused(frame.content_type)
+        self.client_id = frame.target
+
+    def ping(self, timeout: float | None = None) -> float:
+        """Round-trip time of a PING/PONG, in seconds."""
+        started = time.monotonic()
+        self.sock.sendall(PING_BYTES)
+        self._wait(lambda f: f.type == MessageType.PONG, timeout)
+        return time.monotonic() - started
+
+    def close(self) -> None:
+        self.sock.close()
+
+    # -- channels and queues ------------------------------------------------------------------
+
+    def join(self, channel: str, wait_response: bool = True,
+             timeout: float | None = None) -> int | None:
+        """Result code of the join (0 = ok), or None when not waiting."""
+        return self._operation(ContentType.JOIN, channel, wait_response, timeout)
+
+    def leave(self, channel: str, wait_response: bool = True,
+              timeout: float | None = None) -> int | None:
+        return self._operation(ContentType.LEAVE, channel, wait_response, timeout)
+
+    def _operation(self, code, target, wait_response, timeout) -> int | None:
+        frame = Frame(MessageType.SERVER, pending_response=wait_response, message_id=new_id(),
+                      source=self.client_id, target=target, content_type=code)
+        self.send_frame(frame)
+        if not wait_response:
+            return None
+        return self._wait(self._answer_to(frame, MessageType.RESPONSE), timeout).content_type
+
+    def push(self, channel: str, queue_id: int, content, headers=(), wait_ack: bool = False,
+             high_priority: bool = False, timeout: float | None = None) -> AckResult | None:
+        frame = Frame(MessageType.QUEUE_MESSAGE, high_priority=high_priority,
+                      pending_ack=wait_ack, message_id=new_id(), source=self.client_id,
+                      target=channel, content_type=queue_id, headers=_headers(headers),
+                      content=_content(content))
+        self.send_frame(frame)
+        return self._ack_result(frame, timeout) if wait_ack else None
+
+    def recv(self, timeout: float | None = None) -> Frame | None:
+        """Next incoming frame other than PING/PONG (PINGs get their PONG), or None on timeout."""
+        deadline = self._deadline(timeout)
+        while True:
+            frame = self._inbox.popleft() if self._inbox else self._next(deadline)
+            if frame is None or not self._ping_pong(frame):
+                return frame
+
+    def ack(self, frame: Frame) -> None:
+        self.send_frame(acknowledge(frame, self.client_id))
+
+    def nack(self, frame: Frame, reason: str = NackReason.NONE) -> None:
+        self.send_frame(acknowledge(frame, self.client_id, reason))
+
+    def pull(self, channel: str, queue_id: int, count: int, clear: bool | str = False,
+             order_lifo: bool = False, info: bool = False,
+             timeout: float | None = None) -> list[Frame]:
+        """Pulled messages in order. An empty queue gives []; Unacceptable/Unauthorized raise.
+
+        `clear` is True (= "all"), or "High-Priority" / "Default-Priority".
+        """
+        headers = [(Header.COUNT, str(count))]
+        if clear:
+            headers.append((Header.CLEAR, "all" if clear is True else clear))
+        if info:
+            headers.append((Header.INFO, "yes"))
+        if order_lifo:
+            headers.append((Header.ORDER, "LIFO"))
+        request = Frame(MessageType.QUEUE_PULL_REQUEST, message_id=new_id(),
+                        source=self.client_id, target=channel, content_type=queue_id,
+                        headers=headers)
+        self.send_frame(request)
+
+        def ours(frame: Frame) -> bool:
+            return (frame.type == MessageType.QUEUE_MESSAGE
+                    and frame.header(Header.REQUEST_ID) == request.message_id)
+
+        messages = []
+        while True:
+            frame = self._wait(ours, timeout)
+            status = frame.header(Header.NO_CONTENT)
+            if status is None:
+                messages.append(frame)
+            elif status in (NoContent.END, NoContent.EMPTY):
+                return messages
+            else:
+                raise TwinoError(f"pull refused: {status}")
+
+    # -- client to client ---------------------------------------------------------------------
+
+    def send_direct(self, target: str, content, content_type: int = 0, headers=(),
+                    wait_ack: bool = False, high_priority: bool = False,
+                    first_acquirer: bool = False,
+                    timeout: float | None = None) -> AckResult | None:
+        """To a client id, `@name:NAME` or `@type:TYPE`."""
+        frame = Frame(MessageType.DIRECT_MESSAGE, first_acquirer, high_priority,
+                      pending_ack=wait_ack, message_id=new_id(), source=self.client_id,
+                      target=target, content_type=content_type, headers=_headers(headers),
+                      content=_content(content))
+        self.send_frame(frame)
+        return self._ack_result(frame, timeout) if wait_ack else None
+
+    def request(self, target: str, content, content_type: int = 0, headers=(),
+                timeout: float | None = None) -> Frame:
+        """Direct message with PendingResponse; returns the Response (result in content_type)."""
+        frame = Frame(MessageType.DIRECT_MESSAGE, pending_response=True, message_id=new_id(),
+                      source=self.client_id, target=target, content_type=content_type,
+                      headers=_headers(headers), content=_content(content))
+        self.send_frame(frame)
+        return self._wait(self._answer_to(frame, MessageType.RESPONSE), timeout)
+
+    def respond(self, frame: Frame, content=b"", code: int = 0) -> None:
+        self.send_frame(response(frame, code, _content(content), source=self.client_id))
+
+    # -- waiting ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _answer_to(request: Frame, *types: int) -> Callable[[Frame], bool]:
+        return lambda f: f.type in types and f.message_id == request.message_id
+
+    def _ack_result(self, frame: Frame, timeout) -> AckResult:
+        answer = self._wait(
+            self._answer_to(frame, MessageType.ACKNOWLEDGE, MessageType.RESPONSE), timeout)
+        if answer.type == MessageType.RESPONSE:
+            return AckResult(False, None, answer)
+        reason = nack_reason(answer)
+        return AckResult(reason is None, reason, answer)
+
+    def _wait(self, match: Callable[[Frame], bool], timeout: float | None) -> Frame:
+        """Read until a frame matches; others are kept for recv(). TimeoutError when late."""
+        deadline = self._deadline(timeout)
+        while True:
+            frame = self._next(deadline)
+            if frame is None:
+                raise TimeoutError("no answer from the Twino server in time")
+            if match(frame):
+                return frame
+            if not self._ping_pong(frame):
+                self._inbox.append(frame)
+
+    def _ping_pong(self, frame: Frame) -> bool:
+        if frame.type == MessageType.PING:
+            self.sock.sendall(PONG_BYTES)
+            return True
+        return frame.type == MessageType.PONG
+
+    def _deadline(self, timeout: float | None) -> float:
+        return time.monotonic() + (self.timeout if timeout is None else timeout)
+
+    def _next(self, deadline: float) -> Frame | None:
+        """Next decoded frame from the socket, or None at the deadline."""
+        while not self._wire:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                return None
+            if not data:
+                raise ConnectionError("the Twino server closed the connection")
+            self._wire.extend(self._decoder.feed(data))
+        return self._wire.popleft()
+
+    def _read_exact(self, size: int) -> bytes:
+        """Raw bytes before framing starts (the protocol echo)."""
+        self.sock.settimeout(self.timeout)
+        data = b""
+        while len(data) < size:
+            chunk = self.sock.recv(size - len(data))
+            if not chunk:
+                raise ConnectionError("the Twino server closed the connection")
+            data += chunk
+        return data

@@ -1,0 +1,85 @@
+"""Batched, backpressured output for stream connections.
+
+Everything a connection must send during one reactor turn (replies, deliveries for all
+its consumers) is appended to a list and written once, by a single flush scheduled per
+turn for all connections that have output. When a connection's pending bytes pass the
+high-water mark, or its transport says its buffer is full (IPushProducer), its core
+client is paused: queues keep the messages instead of piling them up in memory.
+"""
+from zope.interface import implementer
+from twisted.internet.interfaces import IPushProducer
+
+
+class FlushScheduler:
+    """One callLater(0) per reactor turn, flushing every connection marked dirty."""
+
+    def __init__(self, reactor):
+        self._reactor = reactor
+        self._dirty = []
+        self._call = None
+
+    def mark(self, outbox):
+        self._dirty.append(outbox)
+        if self._call is None:
+            self._call = self._reactor.callLater(0, self.flush)
+
+    def flush(self):
+        self._call = None
+        while self._dirty:
+            dirty, self._dirty = self._dirty, []
+            for outbox in dirty:
+                outbox.flush()
+
+
+@implementer(IPushProducer)
+class Outbox:
+    """Per-connection pending output; registered as the transport's push producer."""
+
+    def __init__(self, transport, scheduler, client, high_water=256 * 1024):
+        self.transport = transport
+        self.scheduler = scheduler
+        self.client = client
+        self.high_water = high_water
+        self.parts = []
+        self.pending = 0
+        self.dirty = False
+        self.transport_paused = False
+        self.closed = False
+        transport.registerProducer(self, True)
+
+    def write(self, data):
+        self.parts.append(data)
+        self.pending += len(data)
+        if not self.dirty:
+            self.dirty = True
+            self.scheduler.mark(self)
+        if self.pending > self.high_water and not self.client.paused:
+            self.client.pause()
+
+    def flush(self):
+        self.dirty = False
+        if self.parts and not self.closed:
+            data = b"".join(self.parts) if len(self.parts) > 1 else self.parts[0]
+            self.parts = []
+            self.pending = 0
+            self.transport.write(data)
+        if self.client.paused and not self.transport_paused and not self.closed:
+            self.client.resume()
+
+    def close(self):
+        """Flush what is pending, then stop producing (connection going away)."""
+        self.flush()
+        self.closed = True
+
+    # IPushProducer: the transport's own buffer is full / drained.
+    def pauseProducing(self):
+        self.transport_paused = True
+        self.client.pause()
+
+    def resumeProducing(self):
+        self.transport_paused = False
+        if not self.closed:
+            self.client.resume()
+
+    def stopProducing(self):
+        self.closed = True

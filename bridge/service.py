@@ -1,0 +1,80 @@
+"""`twistd mqksbridge`: options and the service tree (broker + one service per listener)."""
+from twisted.application import service, strports
+from twisted.python import usage
+
+from bridge import config as configuration
+from bridge.clock import ReactorClock
+from bridge.mqks import MqksDoor, MqksFactory
+from bridge.outbox import FlushScheduler
+from core import Broker
+
+
+class Options(usage.Options):
+    synopsis = "[options]"
+    longdesc = ("One broker, four doors: MQKS, Malamute, Twino TMQP/2.0 and TextQueue. "
+                "Starts on embedded defaults; --config FILE (TOML) and flags override them.")
+    optParameters = [
+        ["config", "c", None, "TOML configuration file"],
+        ["data", "d", None, "data directory (default ./var)"],
+        ["mqks-max-line", None, None, "longest MQKS request line in bytes", int],
+    ]
+
+    def __init__(self):
+        super().__init__()
+        self.listeners = {}
+
+    def _listen(self, door, endpoint):
+        self.listeners.setdefault(door, [])
+        if endpoint != "none":
+            self.listeners[door].append(endpoint)
+
+    def opt_mqks(self, endpoint):
+        """MQKS listener endpoint (repeatable; 'none' disables the door)"""
+        self._listen("mqks", endpoint)
+
+    def overrides(self):
+        result = {door: {"listen": eps} for door, eps in self.listeners.items()}
+        if self["data"]:
+            result["data_dir"] = self["data"]
+        if self["mqks-max-line"]:
+            result.setdefault("mqks", {})["max_line"] = self["mqks-max-line"]
+        return result
+
+
+class BrokerService(service.Service):
+    """Runs the broker's periodic sweep while the application runs."""
+
+    def __init__(self, broker):
+        self.broker = broker
+
+    def startService(self):
+        super().startService()
+        self.broker.start()
+
+    def stopService(self):
+        self.broker.stop()
+        return super().stopService()
+
+
+def build(config, reactor=None):
+    """The service tree for a configuration; returns (MultiService, broker, doors)."""
+    if reactor is None:
+        from twisted.internet import reactor
+    top = service.MultiService()
+    broker = Broker(ReactorClock(reactor), sweep_interval=config["broker"]["sweep_interval"])
+    BrokerService(broker).setServiceParent(top)
+    scheduler = FlushScheduler(reactor)
+    mq = config["mqks"]
+    door = MqksDoor(broker, scheduler, stream=mq["stream"], max_line=mq["max_line"],
+                    high_water=mq["high_water"])
+    for endpoint in mq["listen"]:
+        strports.service(endpoint, MqksFactory(door)).setServiceParent(top)
+    return top, broker, {"mqks": door}
+
+
+def makeService(options):
+    try:
+        config = configuration.load(options["config"], options.overrides())
+    except (OSError, configuration.ConfigError) as exc:
+        raise usage.UsageError(str(exc))
+    return build(config)[0]

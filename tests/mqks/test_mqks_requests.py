@@ -1,0 +1,139 @@
+"""Request lines and per-action arguments, as the reference describes them."""
+
+import math
+
+import pytest
+from hypothesis import given, strategies as st
+
+from protocols.mqks.requests import (
+    MqksArgumentError, MqksRequestError, parse_ack, parse_consume, parse_eval,
+    parse_publish, parse_rebind, parse_request)
+
+
+@pytest.mark.parametrize('line, expected', [
+    (b'p ping x y', (b'p', b'ping', b'x y', False)),
+    (b'p ping x   ', (b'p', b'ping', b'x', False)),
+    (b'p ping x\r', (b'p', b'ping', b'x', False)),
+    (b'p ping x \x0b\x0c\r ', (b'p', b'ping', b'x', False)),
+    (b'p ping x\x1c', (b'p', b'ping', b'x\x1c', False)),      # str.rstrip would eat these
+    (b'p ping x\x85\xa0', (b'p', b'ping', b'x\x85\xa0', False)),
+    (b' p1 ping x', (b'', b'p1', b'ping x', False)),
+    (b'p2  ping x', (b'p2', b'', b'ping x', False)),
+    (b'x PING a', (b'x', b'PING', b'a', False)),
+    (b'CONSUME ping upper', (b'CONSUME', b'ping', b'upper', False)),
+    (b'p6 ping --confirm', (b'p6', b'ping', b'--confirm', False)),
+    (b'm publish --confirm e d', (b'm', b'publish', b'e d', True)),
+    (b'm publish --confirm  e', (b'm', b'publish', b' e', True)),
+    (b'm publish e --confirm x', (b'm', b'publish', b'e --confirm x', False)),
+    (b'm publish --confirmx e', (b'm', b'publish', b'--confirmx e', False)),
+])
+def test_mqks_parse_request_table(line, expected):
+    assert parse_request(line) == expected
+
+
+@pytest.mark.parametrize('line', [b'', b'p2 ping', b'c0 consume', b'   ', b'a b ', b'a\tb'])
+def test_mqks_short_line_answers_none(line):
+    with pytest.raises(MqksRequestError) as info:
+        parse_request(line)
+    assert info.value.req_id is None
+
+
+@pytest.mark.parametrize('line', [b'p1 ping a\tb', b'p1 ping x\t', b'p1 pi\tng x'])
+def test_mqks_tab_is_an_error_with_the_id(line):
+    with pytest.raises(MqksRequestError) as info:
+        parse_request(line)
+    assert info.value.req_id == b'p1'
+
+
+@given(st.binary(max_size=40))
+def test_mqks_parse_request_total_and_lossless(line):
+    try:
+        req_id, action, data, confirm = parse_request(line)
+    except MqksRequestError as exc:
+        assert exc.req_id is None or isinstance(exc.req_id, bytes)
+        return
+    assert b'\t' not in line
+    rebuilt = req_id + b' ' + action + b' ' + (b'--confirm ' if confirm else b'') + data
+    assert rebuilt == line.rstrip()
+
+
+@given(st.binary(max_size=40))
+def test_mqks_argument_parsers_raise_only_their_error(data):
+    for parse in (parse_publish, parse_consume, parse_rebind, parse_ack, parse_eval):
+        try:
+            parse(data)
+        except MqksArgumentError:
+            pass
+
+
+def test_mqks_publish():
+    assert parse_publish(b'e d1 d2') == (b'e', b'd1 d2')
+    assert parse_publish(b'e  x') == (b'e', b' x')
+    assert parse_publish(b' x') == (b'', b'x')
+    with pytest.raises(MqksArgumentError):
+        parse_publish(b'e')
+
+
+def test_mqks_consume_shapes():
+    assert parse_consume(b'q1') == (b'q1', [], [], None, False)
+    assert parse_consume(b'q1 e1 e2 --delete-queue-when-unused=5 --manual-ack') == (
+        b'q1', [b'e1', b'e2'], [], 5.0, True)
+    assert parse_consume(b'q1 --manual-ack e1  e2 --add e3 --add e4 --delete-queue-when-unused') == (
+        b'q1', [b'e1', b'e2'], [b'e3', b'e4'], True, True)
+    assert parse_consume(b'q1 --add e3 e4') == (b'q1', [], [b'e3', b'e4'], None, False)
+    last = parse_consume(b'q --delete-queue-when-unused=1 --delete-queue-when-unused')
+    assert last[3] is True
+
+
+@pytest.mark.parametrize('text, value', [
+    (b'5', 5.0), (b'0.1', 0.1), (b'1e-05', 1e-05), (b'0', 0.0), (b'inf', math.inf),
+    (b'-1', -1.0), (b'1E3', 1000.0), (b'Infinity', math.inf),
+])
+def test_mqks_consume_seconds_are_python_floats(text, value):
+    assert parse_consume(b'q e --delete-queue-when-unused=' + text)[3] == value
+
+
+@pytest.mark.parametrize('data', [
+    b'q e --delete-queue-when-unused=abc', b'q e --delete-queue-when-unused=',
+    b'q e --delete-queue-when-unused=1_0', b'q e --foo', b'q e --', b'q --confirm',
+    b'q e --manual-ack=1',
+])
+def test_mqks_consume_errors(data):
+    with pytest.raises(MqksArgumentError):
+        parse_consume(data)
+
+
+def test_mqks_consume_nan_parses():
+    assert math.isnan(parse_consume(b'q --delete-queue-when-unused=nan')[3])
+
+
+def test_mqks_rebind():
+    assert parse_rebind(b'q1 e1 --remove e2 --remove-mask u.*.e1 --add e3 --remove e4') == (
+        b'q1', [b'e1'], [b'e2', b'e4'], [b'u.*.e1'], [b'e3'])
+    assert parse_rebind(b'q1 --remove') == (b'q1', [], [], [], [])
+    assert parse_rebind(b'q1 --add a --replace b') == (b'q1', [b'b'], [], [], [b'a'])
+    assert parse_rebind(b'q1  e1') == (b'q1', [b'e1'], [], [], [])
+
+
+@pytest.mark.parametrize('data', [b'q1', b'q1 --confirm e1', b'q1 e1 --bogus', b'q1 --'])
+def test_mqks_rebind_errors(data):
+    with pytest.raises(MqksArgumentError):
+        parse_rebind(data)
+
+
+def test_mqks_ack_and_reject():
+    assert parse_ack(b'c1 m1') == (b'c1', b'm1')
+    assert parse_ack(b'c1 --all') == (b'c1', None)
+    assert parse_ack(b'c1 m1 m2') == (b'c1', b'm1 m2')
+    with pytest.raises(MqksArgumentError):
+        parse_ack(b'c1')
+
+
+def test_mqks_eval_worker_prefix():
+    assert parse_eval(b'len(state.queues)') == b'len(state.queues)'
+    assert parse_eval(b'--worker=0 WORKERS') == b'WORKERS'
+    assert parse_eval(b'--worker=2 x', worker=2) == b'x'
+    assert parse_eval(b'--worker=0=9 x') == b'x'
+    for bad in (b'--worker=1 x', b'--worker=0', b'--worker=abc x', b'--worker= x', b'--worker=0_0 x'):
+        with pytest.raises(MqksArgumentError):
+            parse_eval(bad)

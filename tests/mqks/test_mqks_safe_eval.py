@@ -1,0 +1,127 @@
+"""The `_eval` evaluator: the expressions MQKS tools send work, attacks fail."""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from protocols.mqks.safe_eval import (
+    MAX_EXPRESSION, EvalError, Namespace, eval_reply, safe_eval)
+
+
+class Lazy(dict):
+    """A mapping that counts reads, standing in for a computed stats view."""
+
+    reads = 0
+
+    def __getitem__(self, key):
+        Lazy.reads += 1
+        return super().__getitem__(key)
+
+
+def names():
+    state = Namespace({
+        'queues': {'q1': object(), 'q2': object()},
+        'events_by_queues': {'q1': {'e2', 'e1'}},
+        'published': 7,
+        'lazy': Lazy(a=1),
+    })
+    return {'state': state, 'request': {'client': '127.0.0.1:5000.abcd'},
+            'WORKERS': 1, 'WORKER': 0}
+
+
+@pytest.mark.parametrize('expression, reply', [
+    ('len(state.queues)', b'2'),
+    ("' '.join(sorted(state.events_by_queues['q1']))", b'e1 e2'),
+    ("request['client']", b'127.0.0.1:5000.abcd'),
+    ('WORKERS', b'1'),
+    (b'[len(state.queues), state.published, WORKER]', b'[2, 7, 0]'),
+    ("','.join(sorted(state.queues))", b'q1,q2'),
+    ('sorted(state.queues)[:1]', b"['q1']"),
+    ('state.published * 3 - 1', b'20'),
+    ('state.published // 2, state.published % 2, state.published / 2', b'(3, 1, 3.5)'),
+    ('max(1, 5, 3) + min([4, 2]) + sum([1, 2])', b'10'),
+    ("int('12') + len(list('abc'))", b'15'),
+    ("str(WORKERS) + '!'", b'1!'),
+    ("'q1' in state.queues and not WORKER", b'True'),
+    ('1 < WORKERS <= 2', b'False'),
+    ('state.lazy', b"{'a': 1}"),
+    ('  -WORKERS', b'-1'),
+])
+def test_mqks_eval_allowed(expression, reply):
+    assert eval_reply(expression, names()) == reply
+
+
+ATTACKS = [
+    "__import__('os')", '().__class__', 'state.__dict__', 'state._attrs',
+    "state.queues.__class__", "request.__class__", "[].__class__.__base__.__subclasses__()",
+    'lambda: 1', '[x for x in state.queues]', '(x for x in [1])', '{k: 1 for k in [1]}',
+    "open('/etc/passwd')", '9**9**9', "'a'*10**9", "'a' * 1000000000", '[0] * 1000000000',
+    "'%s' % WORKERS", '1 << 100000', 'getattr(state, "queues")', "eval('1')", 'exec',
+    "' '.join.__self__", "state.queues.keys()", "'abc'.upper()", 'sorted([2, 1], reverse=True)',
+    "f'{WORKERS}'", '(y := 1)', '{1: 2}', '{1, 2}', "b'x'", '1j', '...', '*[1]',
+    '1 if WORKERS else 2', 'len', '_', 'unknown', 'state.missing', "request['nope']",
+    '1/0', '1 % 0', "int('9' * 5000)", '2' + '0' * 100, 'WORKERS.real',
+    "'a\\nb'", 'len(1)', "sum(['a'])", 'min()', 'len(state.queues, 1)',
+    "print('x')", 'globals()', 'vars()', 'dir()', 'type(WORKERS)', 'state;1', 'import os',
+]
+
+
+@pytest.mark.parametrize('expression', ATTACKS)
+def test_mqks_eval_refused(expression):
+    with pytest.raises(EvalError):
+        eval_reply(expression, names())
+
+
+def test_mqks_eval_limits():
+    with pytest.raises(EvalError):
+        safe_eval('1+' * MAX_EXPRESSION + '1', names())
+    with pytest.raises(EvalError):
+        safe_eval('[' * 150 + '1' + ']' * 150, names())
+    with pytest.raises(EvalError):
+        safe_eval('1+' * 150 + '1', names())
+    with pytest.raises(EvalError):
+        safe_eval('-' * 200 + '1', names())
+    with pytest.raises(EvalError):
+        safe_eval(b'\xff\xfe', names())
+
+
+def test_mqks_eval_bigger_sequence_concat_is_bounded():
+    big = {'s': 'x' * (1 << 19)}
+    with pytest.raises(EvalError):
+        safe_eval("s + s + s", big)
+    assert len(safe_eval('s + s', big)) == 1 << 20
+
+
+def test_mqks_eval_never_reads_private_names_even_if_mapped():
+    hidden = {'ns': Namespace({'_secret': 1, '__class__': 2}), '_top': 3}
+    for expression in ('ns._secret', 'ns.__class__', '_top'):
+        with pytest.raises(EvalError):
+            safe_eval(expression, hidden)
+
+
+def test_mqks_eval_namespace_reads_through_mapping():
+    before = Lazy.reads
+    assert safe_eval("state.lazy['a']", names()) == 1
+    assert Lazy.reads == before + 1
+
+
+tokens = st.sampled_from([
+    'state', '.', 'queues', '(', ')', '[', ']', "'q1'", '1', '0', '/', '*', '**', '+',
+    'len', 'sorted', "' '.join", ',', ' ', '__class__', '_attrs', 'lambda', ':', 'x',
+    '-', '9', 'request', "'client'", 'for', 'in', 'if', '<', '==', 'WORKERS', '"', "'",
+])
+
+
+@given(st.lists(tokens, max_size=12).map(''.join))
+def test_mqks_eval_token_soup_never_escapes(expression):
+    try:
+        eval_reply(expression, names())
+    except EvalError:
+        pass
+
+
+@given(st.binary(max_size=30))
+def test_mqks_eval_arbitrary_bytes(expression):
+    try:
+        eval_reply(expression, names())
+    except EvalError:
+        pass

@@ -1,0 +1,6 @@
+"""twistd drop-in: `twistd -n mqksbridge`. Options and makeService live in bridge.service."""
+from twisted.application.service import ServiceMaker
+
+mqksbridge = ServiceMaker("mqksbridge", "bridge.service",
+                          "One broker, four doors: MQKS, Malamute, Twino, TextQueue",
+                          "mqksbridge")
