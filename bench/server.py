@@ -17,7 +17,7 @@ def main():
     else:
         from bridge import config
         from bridge.service import build
-        top, _, _ = build(config.load(overrides={"mqks": {"listen": [f"tcp:{port}:interface=127.0.0.1"]}}), reactor)
+        top = build(config.load(overrides={"mqks": {"listen": [f"tcp:{port}:interface=127.0.0.1"]}}), reactor)[0]
         top.startService()
     reactor.callWhenRunning(lambda: print("ready", flush=True))
     reactor.run()

@@ -11,7 +11,9 @@ import string
 from twisted.internet import protocol
 from twisted.logger import Logger
 
+from bridge.convert.mqks import delivery_tail
 from bridge.names import to_name, to_wire
+from bridge.listeners import ListenerService
 from bridge.outbox import Outbox
 from core import Client, Consumer, Message
 from protocols.mqks.framing import LineFramer, LineTooLong
@@ -40,14 +42,6 @@ def _deliver(consumer, entry):
         write(prefix + message.raw)
     else:
         write(prefix + delivery_tail(message, entry.retry))
-
-
-def delivery_tail(message, retry):
-    """`{mid} event={subject}[,retry=N] {data}\\n`, built from the envelope."""
-    props = b"event=" + to_wire(message.subject)
-    if retry:
-        props += b",retry=%d" % retry
-    return b"%s %s %s\n" % (to_wire(message.id), props, message.body)
 
 
 class MqksDoor:
@@ -180,12 +174,14 @@ class MqksDoor:
             consumer.reject(to_name(msg_id))
 
     def delete_consumer(self, conn, req_id, cid, confirm):
+        """Confirm first: as with reject, the original queued `ok ` before any other
+        consumer picked up the requeued messages, and our requeue delivers at once."""
         consumer = self.consumers.pop(cid, None)
         if consumer is None:
             return
-        self.broker.remove_consumer(consumer)
         if confirm:
             conn.write(ok(req_id))
+        self.broker.remove_consumer(consumer)
 
     def delete_queue(self, conn, req_id, queue_raw, confirm):
         name = to_name(queue_raw)
@@ -284,3 +280,12 @@ class MqksFactory(protocol.Factory):
 
     def buildProtocol(self, addr):
         return MqksConnection(self.door)
+
+
+def build(config, broker, scheduler, reactor):
+    """The MQKS door and one listener per configured endpoint."""
+    settings = config["mqks"]
+    door = MqksDoor(broker, scheduler, stream=settings["stream"],
+                    max_line=settings["max_line"], high_water=settings["high_water"])
+    factory = MqksFactory(door)
+    return door, [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]

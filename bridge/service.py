@@ -1,12 +1,19 @@
-"""`twistd mqksbridge`: options and the service tree (broker + one service per listener)."""
-from twisted.application import service, strports
+"""`twistd mqksbridge`: options and the service tree (broker + each door's listeners).
+
+Each door module exposes `build(config, broker, scheduler, reactor) -> (door, services)`;
+adding a door means adding it to DOORS, a section to config.DEFAULTS and a flag here.
+"""
+import importlib
+
+from twisted.application import service
 from twisted.python import usage
 
 from bridge import config as configuration
 from bridge.clock import ReactorClock
-from bridge.mqks import MqksDoor, MqksFactory
 from bridge.outbox import FlushScheduler
 from core import Broker
+
+DOORS = ["mqks"]
 
 
 class Options(usage.Options):
@@ -57,19 +64,23 @@ class BrokerService(service.Service):
 
 
 def build(config, reactor=None):
-    """The service tree for a configuration; returns (MultiService, broker, doors)."""
+    """The service tree for a configuration; returns (MultiService, broker, doors, listeners).
+
+    `listeners` maps a door name to its listener services (each has `.ready`/`.port`).
+    """
     if reactor is None:
         from twisted.internet import reactor
     top = service.MultiService()
     broker = Broker(ReactorClock(reactor), sweep_interval=config["broker"]["sweep_interval"])
     BrokerService(broker).setServiceParent(top)
     scheduler = FlushScheduler(reactor)
-    mq = config["mqks"]
-    door = MqksDoor(broker, scheduler, stream=mq["stream"], max_line=mq["max_line"],
-                    high_water=mq["high_water"])
-    for endpoint in mq["listen"]:
-        strports.service(endpoint, MqksFactory(door)).setServiceParent(top)
-    return top, broker, {"mqks": door}
+    doors, listeners = {}, {}
+    for name in DOORS:
+        module = importlib.import_module(f"bridge.{name}")
+        doors[name], listeners[name] = module.build(config, broker, scheduler, reactor)
+        for svc in listeners[name]:
+            svc.setServiceParent(top)
+    return top, broker, doors, listeners
 
 
 def makeService(options):

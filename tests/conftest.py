@@ -1,7 +1,7 @@
 """Shared fixtures: a real broker in the test reactor, listening on loopback."""
 import pytest
 import pytest_twisted
-from twisted.internet import defer, endpoints, reactor
+from twisted.internet import defer, reactor
 
 from bridge import config as configuration
 from bridge.service import build
@@ -11,28 +11,34 @@ __all__ = ["LineClient"]
 
 
 class RunningBroker:
-    """The service tree of bridge.service.build, plus the doors' loopback ports."""
+    """The real service tree of bridge.service.build, every door on an ephemeral
+    loopback port; `port(door)` tells where a door listens."""
+
+    LOOPBACK = {"mqks": "tcp:0:interface=127.0.0.1"}
 
     def __init__(self, overrides=None):
-        cfg = {"mqks": {"listen": []}}
+        cfg = {door: {"listen": [endpoint]} for door, endpoint in self.LOOPBACK.items()}
         for door, values in (overrides or {}).items():
             cfg.setdefault(door, {}).update(values)
         self.config = configuration.load(overrides=cfg)
-        self.top, self.broker, self.doors = build(self.config, reactor)
-        self.ports = []
+        self.top, self.broker, self.doors, self.listeners = build(self.config, reactor)
 
     async def start(self):
-        from bridge.mqks import MqksFactory
         self.top.startService()
-        endpoint = endpoints.serverFromString(reactor, "tcp:0:interface=127.0.0.1")
-        port = await endpoint.listen(MqksFactory(self.doors["mqks"]))
-        self.ports.append(port)
-        self.mqks_port = port.getHost().port
+        for services in self.listeners.values():
+            for svc in services:
+                if hasattr(svc, "ready"):
+                    await svc.ready
         return self
 
+    def port(self, door):
+        return self.listeners[door][0].port.getHost().port
+
+    @property
+    def mqks_port(self):
+        return self.port("mqks")
+
     async def stop(self):
-        for port in self.ports:
-            await port.stopListening()
         await self.top.stopService()
 
     async def mqks(self):
