@@ -17,6 +17,12 @@ DEFAULTS = {
         "max_line": 1 << 20,         # longer request lines: error reply, connection closed
         "high_water": 256 * 1024,    # pending output bytes before a consumer is paused
     },
+    "malamute": {
+        "listen": ["tcp://*:9999"],  # ZeroMQ endpoints (tcp://, ipc://), repeatable
+    },
+    "twino": {
+        "listen": ["tcp:22200"],     # Twisted endpoint strings
+    },
 }
 
 

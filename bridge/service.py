@@ -39,6 +39,14 @@ class Options(usage.Options):
         """MQKS listener endpoint (repeatable; 'none' disables the door)"""
         self._listen("mqks", endpoint)
 
+    def opt_malamute(self, endpoint):
+        """Malamute ZeroMQ endpoint, e.g. tcp://*:9999 (repeatable; 'none' disables)"""
+        self._listen("malamute", endpoint)
+
+    def opt_twino(self, endpoint):
+        """Twino TMQP/2.0 listener endpoint (repeatable; 'none' disables the door)"""
+        self._listen("twino", endpoint)
+
     def overrides(self):
         result = {door: {"listen": eps} for door, eps in self.listeners.items()}
         if self["data"]:
