@@ -11,7 +11,7 @@ import socket
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable
 
 from protocols.twino.codec import (
     PING_BYTES, PONG_BYTES, PROTOCOL, ContentType, Frame, FrameDecoder, Header, MessageType,

@@ -1,0 +1,491 @@
+"""TMQP/2.0 (Twino MQ 3.x) frames: wire constants, the Frame model and the hot-path codec.
+
+`schema.py` is the declarative spec; this module is the hand-written `struct` path used for
+every data frame, held byte-equal to the schema by the property tests.
+"""
+from __future__ import annotations
+
+import enum
+import struct
+import uuid
+from dataclasses import dataclass, replace
+
+PROTOCOL = b"TMQP/2.0"
+PROTOCOL_V1 = b"TMQ/1.01"
+PROTOCOLS = (PROTOCOL, PROTOCOL_V1)
+
+DEFAULT_TTL = 16
+MAX_TTL = 31
+MAX_NAME_BYTES = 255
+MAX_HEADER_BYTES = 0xFFFF
+DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
+
+FIRST_ACQUIRER = 0x80
+HIGH_PRIORITY = 0x40
+TYPE_MASK = 0x3F
+PENDING_RESPONSE = 0x80
+PENDING_ACK = 0x40
+HAS_HEADER = 0x20
+
+PING_BYTES = b"\x89\xff\x00\x00\x00\x00\x00\x00"
+PONG_BYTES = b"\x8a\xff\x00\x00\x00\x00\x00\x00"
+
+EVENT_UNSUBSCRIBE = 0
+EVENT_SUBSCRIBE = 1
+
+
+class TwinoProtocolError(ValueError):
+    """Bytes that are not TMQP/2.0, or a frame that cannot be put on the wire.
+
+    `frames` holds the frames a decoder completed before it met the error, so a connection
+    can still act on them in order.
+    """
+
+    def __init__(self, reason: str, frames: list | None = None):
+        super().__init__(reason)
+        self.frames = frames or []
+
+
+class MessageType(enum.IntEnum):
+    """Low 6 bits of byte 0."""
+
+    OTHER = 0x00
+    TERMINATE = 0x08
+    PING = 0x09
+    PONG = 0x0A
+    SERVER = 0x10
+    QUEUE_MESSAGE = 0x11
+    DIRECT_MESSAGE = 0x12
+    ACKNOWLEDGE = 0x13
+    RESPONSE = 0x14
+    QUEUE_PULL_REQUEST = 0x15
+    EVENT = 0x16
+    ROUTER = 0x17
+
+
+class ContentType(enum.IntEnum):
+    """Operation numbers carried in the content type of Server (0x10) frames (3.x numbering)."""
+
+    HELLO = 101
+    ACCEPTED = 202
+    JOIN = 601
+    LEAVE = 602
+    CREATE_CHANNEL = 603
+    REMOVE_CHANNEL = 604
+    CHANNEL_INFORMATION = 605
+    CHANNEL_LIST = 606
+    CHANNEL_CONSUMERS = 607
+    CREATE_QUEUE = 610
+    REMOVE_QUEUE = 611
+    UPDATE_QUEUE = 612
+    CLEAR_MESSAGES = 613
+    QUEUE_INFORMATION = 615
+    QUEUE_LIST = 616
+    INSTANCE_LIST = 621
+    CLIENT_LIST = 631
+    DECISION_OVER_NODE = 641
+    ROUTER_LIST = 651
+    CREATE_ROUTER = 652
+    REMOVE_ROUTER = 653
+    LIST_BINDINGS = 661
+    ADD_BINDING = 662
+    REMOVE_BINDING = 663
+
+
+class ResultCode(enum.IntEnum):
+    """Result carried in the content type of a Response; any other number passes through."""
+
+    OK = 0
+    FAILED = 1
+    NO_CONTENT = 204
+    BAD_REQUEST = 400
+    UNAUTHORIZED = 401
+    FORBIDDEN = 403
+    NOT_FOUND = 404
+    UNACCEPTABLE = 406
+    REQUEST_TIMEOUT = 408
+    CONFLICT = 409
+    DUPLICATE = 481
+    LIMIT_EXCEEDED = 482
+    INTERNAL_SERVER_ERROR = 500
+    BUSY = 503
+    SEND_ERROR = 581
+
+
+class Header:
+    """Header names the protocol gives meaning to (application headers pass through)."""
+
+    CLIENT_ID = "Client-Id"
+    CLIENT_NAME = "Client-Name"
+    CLIENT_TYPE = "Client-Type"
+    CLIENT_TOKEN = "Client-Token"
+    CLIENT_ACCEPT = "Client-Accept"
+    NACK_REASON = "Nack-Reason"
+    REASON = "Reason"
+    CHANNEL_NAME = "Channel-Name"
+    CHANNEL_TOPIC = "Channel-Topic"
+    QUEUE_ID = "Queue-Id"
+    QUEUE_STATUS = "Queue-Status"
+    QUEUE_TAG = "Queue-Tag"
+    DELIVERY_HANDLER = "Delivery-Handler"
+    WAIT_FOR_ACKNOWLEDGE = "Wait-For-Acknowledge"
+    CC = "CC"
+    REQUEST_ID = "Request-Id"
+    COUNT = "Count"
+    INDEX = "Index"
+    CLEAR = "Clear"
+    INFO = "Info"
+    ORDER = "Order"
+    NO_CONTENT = "No-Content"
+    PRIORITY_MESSAGES = "Priority-Messages"
+    MESSAGES = "Messages"
+    ROUTE_METHOD = "Route-Method"
+    BINDING_NAME = "Binding-Name"
+    SERVER = "Twino-MQ-Server"
+
+
+class NackReason:
+    NONE = "none"
+    ERROR = "error"
+    NO_CONSUMERS = "no-consumers"
+    TIMEOUT = "timeout"
+
+
+class NoContent:
+    """Values of the No-Content header that close (or refuse) a pull."""
+
+    EMPTY = "Empty"
+    END = "End"
+    UNACCEPTABLE = "Unacceptable"
+    UNAUTHORIZED = "Unauthorized"
+
+
+def new_id() -> str:
+    """A 32-hex id, the shape the real client and server use for every id."""
+    return uuid.uuid4().hex
+
+
+@dataclass(slots=True)
+class Frame:
+    """One TMQP/2.0 frame. `headers` is None when the frame has no header block."""
+
+    type: int
+    first_acquirer: bool = False
+    high_priority: bool = False
+    ttl: int = DEFAULT_TTL
+    pending_response: bool = False
+    pending_ack: bool = False
+    message_id: str | None = None
+    source: str | None = None
+    target: str | None = None
+    content_type: int = 0
+    headers: list[tuple[str, str]] | None = None
+    content: bytes = b""
+
+    def header(self, name: str) -> str | None:
+        """First value of `name`, matched case-insensitively (the real FindHeader)."""
+        if self.headers:
+            name = name.lower()
+            for key, value in self.headers:
+                if key.lower() == name:
+                    return value
+        return None
+
+    def header_values(self, name: str) -> list[str]:
+        """Every value of a repeatable header such as CC."""
+        name = name.lower()
+        return [value for key, value in self.headers or () if key.lower() == name]
+
+    def copy(self, **changes) -> Frame:
+        """A relay copy; the header list is copied so appending to it never aliases."""
+        if "headers" not in changes and self.headers is not None:
+            changes["headers"] = list(self.headers)
+        return replace(self, **changes)
+
+
+_HEAD8 = struct.Struct("<5BHB")
+_HEAD16 = struct.Struct("<5BHBH")
+_HEAD32 = struct.Struct("<5BHBI")
+_HEAD64 = struct.Struct("<5BHBQ")
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_FLATTEN_LIMIT = 1 << 20
+
+
+def _name_bytes(value: str | None, what: str) -> bytes:
+    if not value:
+        return b""
+    raw = value.encode("utf-8")
+    if len(raw) > MAX_NAME_BYTES:
+        raise TwinoProtocolError(f"{what} is longer than {MAX_NAME_BYTES} bytes")
+    return raw
+
+
+def encode_headers(headers) -> bytes:
+    """The header block: u16 LE length, then `Key:Value\\r\\n` per header, in order."""
+    lines = []
+    for key, value in headers:
+        if not key or ":" in key or "\r\n" in key or "\r\n" in value:
+            raise TwinoProtocolError(f"header {key!r} cannot be written as Key:Value")
+        lines.append(f"{key}:{value}\r\n")
+    block = "".join(lines).encode("utf-8")
+    if len(block) > MAX_HEADER_BYTES:
+        raise TwinoProtocolError("header block is longer than 65535 bytes")
+    return _U16.pack(len(block)) + block
+
+
+def parse_headers(block) -> list[tuple[str, str]]:
+    """Split at CRLF and at each entry's first ':'; values stay untrimmed, keyless entries go."""
+    headers = []
+    for entry in block.decode("utf-8", "replace").split("\r\n"):
+        key, colon, value = entry.partition(":")
+        if key and colon:
+            headers.append((key, value))
+    return headers
+
+
+def encode(frame: Frame) -> bytes:
+    """Frame -> wire bytes, with the smallest length form as the real TmqWriter picks it."""
+    kind = frame.type
+    if kind == 0x09:
+        return PING_BYTES
+    if kind == 0x0A:
+        return PONG_BYTES
+    if not 0 <= kind <= TYPE_MASK:
+        raise TwinoProtocolError(f"message type {kind} does not fit in 6 bits")
+    mid = _name_bytes(frame.message_id, "message id")
+    src = _name_bytes(frame.source, "source")
+    tgt = _name_bytes(frame.target, "target")
+    b0 = kind
+    if frame.first_acquirer:
+        b0 |= FIRST_ACQUIRER
+    if frame.high_priority:
+        b0 |= HIGH_PRIORITY
+    ttl = frame.ttl
+    b1 = MAX_TTL if ttl > MAX_TTL else (ttl if ttl > 0 else 0)
+    if frame.pending_response:
+        b1 |= PENDING_RESPONSE
+    if frame.pending_ack:
+        b1 |= PENDING_ACK
+    if frame.headers is None:
+        hdr = b""
+    else:
+        b1 |= HAS_HEADER
+        hdr = encode_headers(frame.headers)
+    content = frame.content
+    n = len(content)
+    try:
+        if n < 253:
+            head = _HEAD8.pack(b0, b1, len(mid), len(src), len(tgt), frame.content_type, n)
+        elif n <= 0xFFFF:
+            head = _HEAD16.pack(b0, b1, len(mid), len(src), len(tgt), frame.content_type, 253, n)
+        elif n <= 0xFFFFFFFF:
+            head = _HEAD32.pack(b0, b1, len(mid), len(src), len(tgt), frame.content_type, 254, n)
+        else:
+            head = _HEAD64.pack(b0, b1, len(mid), len(src), len(tgt), frame.content_type, 255, n)
+    except struct.error as exc:
+        raise TwinoProtocolError(f"content type {frame.content_type!r} is not a uint16") from exc
+    return b"".join((head, mid, src, tgt, hdr, content))
+
+
+class FrameDecoder:
+    """Incremental decoder: feed arbitrary chunks, get complete frames back.
+
+    Declared lengths are checked against `max_frame_size` as soon as the length field is
+    readable, so an oversize frame is refused before any of its body is buffered.
+    With `apply_ttl` (what every real reader does) each frame's TTL is decremented and a frame
+    that arrives with TTL 0 is dropped and counted in `expired`; relaying a decoded frame
+    therefore sends TTL-1. PING and PONG are exempt.
+    """
+
+    __slots__ = ("max_frame_size", "apply_ttl", "expired", "_buf", "_need")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, apply_ttl: bool = True):
+        self.max_frame_size = max_frame_size
+        self.apply_ttl = apply_ttl
+        self.expired = 0
+        self._buf = bytearray()
+        self._need = 0  # size of the pending frame's next readable part, once known
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame."""
+        return len(self._buf)
+
+    def feed(self, data) -> list[Frame]:
+        buf = self._buf
+        if len(buf) + len(data) < self._need:
+            buf += data  # still short of the pending frame: do not rescan or copy
+            return []
+        if not buf:
+            src = data if type(data) is bytes else bytes(data)
+        elif len(buf) + len(data) <= _FLATTEN_LIMIT:
+            buf += data
+            src = bytes(buf)  # one memcpy; slicing bytes is cheaper than slicing the buffer
+            buf.clear()
+        else:
+            buf += data
+            src = buf
+        frames: list[Frame] = []
+        try:
+            pos = self._parse(src, frames)
+        except TwinoProtocolError as exc:
+            exc.frames = frames
+            raise
+        if src is buf:
+            del buf[:pos]  # O(1) for CPython bytearrays: it moves the start offset
+        elif pos < len(src):
+            buf += memoryview(src)[pos:]
+        return frames
+
+    def _parse(self, src, frames: list[Frame]) -> int:
+        """Decode every complete frame in `src`; return the offset of the first unused byte.
+
+        The flag masks are literals here (see the module constants) to keep global lookups
+        out of the per-frame path.
+        """
+        unpack, u16, new_frame, append = _HEAD8.unpack_from, _U16.unpack_from, Frame, frames.append
+        in_buffer = type(src) is not bytes
+        end = len(src)
+        limit = self.max_frame_size
+        apply_ttl = self.apply_ttl
+        pos = 0
+        need = 8
+        while end - pos >= 8:
+            b0, b1, lid, lsrc, ltgt, ctype, n = unpack(src, pos)
+            kind = b0 & 0x3F
+            if kind == 0x09 or kind == 0x0A:
+                append(new_frame(kind, b0 & 0x80 != 0, b0 & 0x40 != 0, b1 & 0x1F,
+                                 b1 & 0x80 != 0, b1 & 0x40 != 0))
+                pos += 8
+                continue
+            p = pos + 8
+            if n >= 253:
+                size = 2 if n == 253 else 4 if n == 254 else 8
+                if end - p < size:
+                    need = p + size - pos
+                    break
+                n = (u16 if size == 2 else _U32.unpack_from if size == 4 else _U64.unpack_from)(
+                    src, p)[0]
+                p += size
+            q = p + lid + lsrc + ltgt
+            if b1 & 0x20:
+                if end - q < 2:
+                    if q - pos + n > limit:
+                        raise TwinoProtocolError(f"frame exceeds the {limit} byte limit")
+                    need = q + 2 - pos
+                    break
+                hstart = q + 2
+                q = hstart + u16(src, q)[0]
+            frame_end = q + n
+            if frame_end - pos > limit:
+                raise TwinoProtocolError(f"frame exceeds the {limit} byte limit")
+            if frame_end > end:
+                need = frame_end - pos
+                break
+            ttl = b1 & 0x1F
+            if apply_ttl:
+                if ttl == 0:
+                    self.expired += 1
+                    pos = frame_end
+                    continue
+                ttl -= 1
+            a = p + lid
+            b = a + lsrc
+            c = b + ltgt
+            if in_buffer:
+                with memoryview(src) as view:
+                    content = view[q:frame_end].tobytes()
+            else:
+                content = src[q:frame_end]
+            append(new_frame(
+                kind, b0 & 0x80 != 0, b0 & 0x40 != 0, ttl, b1 & 0x80 != 0, b1 & 0x40 != 0,
+                src[p:a].decode("utf-8", "replace") if lid else None,
+                src[a:b].decode("utf-8", "replace") if lsrc else None,
+                src[b:c].decode("utf-8", "replace") if ltgt else None,
+                ctype,
+                parse_headers(src[hstart:q]) if b1 & 0x20 else None,
+                content,
+            ))
+            pos = frame_end
+        self._need = need
+        return pos
+
+
+def decode(data: bytes, apply_ttl: bool = False) -> Frame:
+    """Exactly one complete frame (tests, tools); the TTL is left as on the wire by default."""
+    decoder = FrameDecoder(max(len(data), 8), apply_ttl)
+    frames = decoder.feed(data)
+    if len(frames) != 1 or decoder.buffered:
+        raise TwinoProtocolError("data is not exactly one complete frame")
+    return frames[0]
+
+
+def accepted(client_id: str, message_id: str) -> Frame:
+    """The server's hello answer: the client adopts `target` as its id."""
+    return Frame(MessageType.SERVER, first_acquirer=True, message_id=message_id,
+                 target=client_id, content_type=ContentType.ACCEPTED)
+
+
+def refused(code: int, message_id: str) -> Frame:
+    """Hello refusal sent before closing: 401 (authentication) or 503 (id in use)."""
+    return Frame(MessageType.SERVER, first_acquirer=True, message_id=message_id,
+                 content_type=code)
+
+
+def response(request: Frame, code: int = ResultCode.OK, content: bytes = b"", *,
+             source: str | None = None, target: str | None = None) -> Frame:
+    """Answer to a request: same id, result code in the content type, back to the requester."""
+    return Frame(MessageType.RESPONSE, request.first_acquirer, request.high_priority,
+                 message_id=request.message_id, source=source,
+                 target=request.source if target is None else target,
+                 content_type=code, content=content)
+
+
+def acknowledge(message: Frame, source: str | None = None, reason: str | None = None) -> Frame:
+    """A receiver's ack (or nack, when `reason` is given) of a queue or direct message.
+
+    A direct message's ack goes back to its sender with HighPriority set; a queue message's
+    ack names the channel and queue.
+    """
+    direct = message.type == MessageType.DIRECT_MESSAGE
+    return Frame(MessageType.ACKNOWLEDGE, message.first_acquirer, direct,
+                 message_id=message.message_id, source=source,
+                 target=message.source if direct else message.target,
+                 content_type=message.content_type,
+                 headers=None if reason is None else [(Header.NACK_REASON, reason)])
+
+
+def server_ack(message_id: str, channel: str, queue_id: int, reason: str | None = None) -> Frame:
+    """The broker's own producer ack (or nack) for a queue push."""
+    return Frame(MessageType.ACKNOWLEDGE, first_acquirer=True, message_id=message_id,
+                 target=channel, content_type=queue_id,
+                 headers=None if reason is None else [(Header.NACK_REASON, reason)])
+
+
+def nack_reason(ack: Frame) -> str | None:
+    """None for a positive ack, else the reason text."""
+    return ack.header(Header.NACK_REASON)
+
+
+def pull_item(message: Frame, request_id: str, count: int, index: int,
+              left: tuple[int, int] | None = None) -> Frame:
+    """A stored message answering a pull, with the pull headers appended after its own.
+
+    `left` = (priority messages, messages) still queued, sent when the request had Info: yes.
+    """
+    headers = list(message.headers or ())
+    headers += [(Header.REQUEST_ID, request_id), (Header.COUNT, str(count)),
+                (Header.INDEX, str(index))]
+    if left is not None:
+        headers += [(Header.PRIORITY_MESSAGES, str(left[0])), (Header.MESSAGES, str(left[1]))]
+    return message.copy(headers=headers)
+
+
+def pull_status(request: Frame, value: str) -> Frame:
+    """The content-less frame that ends (End) or refuses (Empty, Unacceptable...) a pull."""
+    return Frame(MessageType.QUEUE_MESSAGE, message_id=request.message_id,
+                 target=request.target, content_type=request.content_type,
+                 headers=[(Header.REQUEST_ID, request.message_id or ""),
+                          (Header.NO_CONTENT, value)])
