@@ -22,6 +22,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
+	$(BIN)/pip install -q -e '.[bench]' --config-settings editable_mode=compat
 	$(BIN)/python -m bench.run
 
 clean:

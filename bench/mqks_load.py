@@ -69,7 +69,7 @@ def consumer(port, cid, queue, event, expect, manual=False, latency=False, slow=
             break
         if slow:
             time.sleep(0.002)
-        chunk = sock.recv(1 << 20)
+        chunk = sock.recv(16384 if slow else 1 << 20)
         if not chunk:
             break
     last = time.monotonic_ns()

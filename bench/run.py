@@ -45,6 +45,22 @@ def spawn(*args):
                             stdout=subprocess.PIPE, text=True)
 
 
+class DepthProbe:
+    """Reads a queue's backlog from our broker over MQKS `_eval` while a run goes on."""
+
+    def __init__(self, port, queue):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.request = f"d _eval state.messages_by_queues['{queue}']\n".encode()
+
+    def depth(self):
+        self.sock.sendall(self.request)
+        reply = b""
+        while not reply.endswith(b"\n"):
+            reply += self.sock.recv(4096)
+        parts = reply.split()
+        return int(parts[2]) if parts[1] == b"ok" else None
+
+
 def run_scenario(kind, name, port, server_pid, spec, n_override=None):
     queues, per_queue, n, rate, size, flags = spec
     n = n_override or n
@@ -63,8 +79,14 @@ def run_scenario(kind, name, port, server_pid, spec, n_override=None):
     peak_rss = rss_mb(server_pid)
     publisher.stdin.write("go\n")
     publisher.stdin.flush()
+    samples = []
+    depth = DepthProbe(port, f"q-{name}-0") if kind == "mqksbridge" else None
+    t0 = time.monotonic()
     while any(p.poll() is None for p in consumers + [publisher]):
-        peak_rss = max(peak_rss, rss_mb(server_pid))
+        rss = rss_mb(server_pid)
+        peak_rss = max(peak_rss, rss)
+        samples.append((round(time.monotonic() - t0, 2), round(rss, 1),
+                        depth.depth() if depth else None))
         time.sleep(0.05)
     server_cpu = cpu_seconds(server_pid) - cpu0
     pub = json.loads(publisher.stdout.read().strip().splitlines()[-1])
@@ -83,6 +105,7 @@ def run_scenario(kind, name, port, server_pid, spec, n_override=None):
         "server_cpu_us_per_delivery": round(server_cpu / max(1, deliveries) * 1e6, 2),
         "loadgen_cpu_s": round(loadgen_cpu, 2),
         "server_peak_rss_mb": round(peak_rss, 1),
+        "rss_samples": samples[::max(1, len(samples) // 200)],
     }
     if "p50_us" in cons[0]:
         result.update({k: round(cons[0][k], 1) for k in ("p50_us", "p90_us", "p99_us", "max_us")})
@@ -137,6 +160,28 @@ def chart(results, path):
     return path
 
 
+def backlog_chart(results, path):
+    """RSS and queue depth over time while a slow consumer drains a big backlog."""
+    run = next((r for r in results if r["server"] == "mqksbridge"
+                and r["scenario"].startswith("backlog") and r["rss_samples"]), None)
+    if run is None:
+        return None
+    import matplotlib.pyplot as plt
+    t = [s[0] for s in run["rss_samples"]]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(t, [s[1] for s in run["rss_samples"]], color="tab:red", label="server RSS (MB)")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("RSS (MB)")
+    depth = ax.twinx()
+    depth.plot(t, [s[2] or 0 for s in run["rss_samples"]], color="tab:blue", label="queue depth")
+    depth.set_ylabel("messages queued")
+    ax.set_title(f"{run['messages']:,} messages to a slow consumer")
+    fig.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -161,6 +206,9 @@ def main():
     png = chart(results, os.path.join(out, "mqks-throughput.png"))
     if png:
         print("chart:", os.path.relpath(png, ROOT))
+        png = backlog_chart(results, os.path.join(out, "mqks-backlog.png"))
+        if png:
+            print("chart:", os.path.relpath(png, ROOT))
 
 
 if __name__ == "__main__":

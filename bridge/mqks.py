@@ -53,6 +53,7 @@ class MqksDoor:
         self.scheduler = scheduler
         self.stream = broker.stream(stream)
         self._route = self.stream.publish
+        self._subjects = {}          # event bytes -> interned str (saves memory per message)
         self.max_line = max_line
         self.high_water = high_water
         self.consumers = {}          # consumer id (bytes) -> Consumer
@@ -102,8 +103,11 @@ class MqksDoor:
 
     def publish_plain(self, conn, req_id, event, body):
         """The hot path: one Message, relayable raw tail, routed by exact subject."""
+        subject = self._subjects.get(event)
+        if subject is None:
+            subject = self._subject(event)
         self._route(Message(
-            req_id.decode("utf-8", "surrogateescape"), event.decode("utf-8", "surrogateescape"),
+            req_id.decode("utf-8", "surrogateescape"), subject,
             (body,), None, conn.client.id, DOOR, "", False, None, 0.0,
             b"%s event=%s %s\n" % (req_id, event, body), DOOR, len(body)))
 
@@ -200,6 +204,12 @@ class MqksDoor:
         conn.write(ok(req_id, eval_reply(expression, eval_names(self, conn))))
 
     # -- helpers -------------------------------------------------------------------------
+    def _subject(self, event):
+        if len(self._subjects) >= 65536:
+            self._subjects.clear()
+        subject = self._subjects[event] = event.decode("utf-8", "surrogateescape")
+        return subject
+
     def _events(self, name):
         return {to_wire(e) for e in self.stream.bound_subjects(name)}
 
