@@ -532,3 +532,243 @@ async def test_s28_update_and_reconnect(server):
     assert await evaluate(p, "v5", events_q1) == "v5 ok e2 e3 e4"
     c.send("a1 ack c3 m1")
     await cleanup(c, ["c3"], ["q1"])
+
+
+# -- beyond the scenarios: rules from reference sections 2 and 3 ---------------------------
+
+@pytest_twisted.ensureDeferred
+async def test_update_seconds_use_py2_float_text(server):
+    c = await server.mqks()
+    assert await c.request("w consume --confirm q1 e1") == "w ok "
+    cases = [("5", "5.0"), ("0.1", "0.1"), ("1e-05", "1e-05"), ("inf", "inf"), ("0", "0.0"),
+             ("1e11", "1e+11"), ("123456789012", "1.23456789012e+11"), ("2.50", "2.5")]
+    for n, (given, shown) in enumerate(cases):
+        c.send(f"x{n} consume --confirm q1 --delete-queue-when-unused={given}")
+        # x{n} caused it without --add, so only the other consumer w hears about it.
+        assert await c.lines_n(2) == [
+            f"w ok --update q1 e1 --delete-queue-when-unused={shown}", f"x{n} ok "]
+        assert await c.request(f"d{n} delete_consumer --confirm x{n}") == f"d{n} ok "
+    # A consume without the option removes the setting: that is a change too.
+    c.send("y consume --confirm q1")
+    assert await c.lines_n(2) == ["w ok --update q1 e1", "y ok "]
+    await cleanup(c, ["y", "w"], ["q1"])
+
+
+@pytest_twisted.ensureDeferred
+async def test_bad_seconds_are_an_error_and_change_nothing(server):
+    c = await server.mqks()
+    assert await c.request("w consume --confirm q1 e1") == "w ok "
+    assert ERROR.match(await c.request("x consume --confirm q1 e2 --delete-queue-when-unused=abc"))
+    assert ERROR.match(await c.request("x consume --confirm q1 e2 --bogus"))
+    assert await evaluate(c, "v1", "' '.join(sorted(state.events_by_queues['q1']))") == "v1 ok e1"
+    await c.nothing(0.1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_true_equals_one_point_zero_keeps_the_first_setting(server):
+    c = await server.mqks()
+    # Bare first, then =1: no change, no update, the stored setting stays bare.
+    assert await c.request("a consume --confirm q1 e1 --delete-queue-when-unused") == "a ok "
+    assert await c.request("b consume --confirm q1 --delete-queue-when-unused=1") == "b ok "
+    c.send("r1 rebind --confirm q1 e2")
+    first = await c.lines_n(3)
+    assert sorted(first[:2]) == ["a ok --update q1 e2 --delete-queue-when-unused",
+                                 "b ok --update q1 e2 --delete-queue-when-unused"]
+    assert first[2] == "r1 ok "
+    # And the reverse: =1 first, then bare, keeps `=1.0`.
+    assert await c.request("f consume --confirm q2 e1 --delete-queue-when-unused=1") == "f ok "
+    assert await c.request("g consume --confirm q2 --delete-queue-when-unused") == "g ok "
+    c.send("r2 rebind --confirm q2 e2")
+    second = await c.lines_n(3)
+    assert sorted(second[:2]) == ["f ok --update q2 e2 --delete-queue-when-unused=1.0",
+                                  "g ok --update q2 e2 --delete-queue-when-unused=1.0"]
+    assert second[2] == "r2 ok "
+    await c.nothing(0.1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_update_shows_manual_ack_per_receiving_consumer(server):
+    c1, c2, c3 = await server.mqks(), await server.mqks(), await server.mqks()
+    assert await c1.request("a consume --confirm q1 e1 --manual-ack") == "a ok "
+    assert await c2.request("b consume --confirm q1 e1") == "b ok "
+    assert await c3.request("r1 rebind --confirm q1 e2") == "r1 ok "
+    assert await c1.line() == "a ok --update q1 e2 --manual-ack"
+    assert await c2.line() == "b ok --update q1 e2"
+    # With --add the consuming consumer gets the update too, in its own mode.
+    c3.send("c consume --confirm q1 --add e3 --manual-ack")
+    assert await c3.lines_n(2) == ["c ok --update q1 e2 e3 --manual-ack", "c ok "]
+    assert await c1.line() == "a ok --update q1 e2 e3 --manual-ack"
+    assert await c2.line() == "b ok --update q1 e2 e3"
+    # Without --add a replacing consume updates only the others.
+    c3.send("d consume --confirm q1 e4")
+    assert await c3.lines_n(2) == ["c ok --update q1 e4 --manual-ack", "d ok "]
+    assert await c1.line() == "a ok --update q1 e4 --manual-ack"
+    assert await c2.line() == "b ok --update q1 e4"
+    await c3.nothing(0.1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_rebind_applies_lists_in_fixed_order(server):
+    c, p = await server.mqks(), await server.mqks()
+    assert await c.request("c1 consume --confirm q1 a e1") == "c1 ok "
+    c.send("r1 rebind --confirm q1 --add e5 --remove a e5")
+    assert await c.lines_n(2) == ["c1 ok --update q1 e1 e5", "r1 ok "]
+    p.send("m1 publish e5 5")
+    assert await c.line() == "c1 ok m1 event=e5 5"
+    # Plain tokens replace, whatever comes after them.
+    c.send("r2 rebind --confirm q1 --remove e1 x y --add z")
+    assert await c.lines_n(2) == ["c1 ok --update q1 e5 z", "r2 ok "]
+    assert await c.request("r3 rebind --confirm q1 --remove") == "r3 ok "
+    assert ERROR.match(await c.request("r4 rebind --confirm q1"))
+    assert ERROR.match(await c.request("r5 rebind --confirm q1 --confirm e1"))
+    await c.nothing(0.1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_masks_apply_only_to_dotted_events(server):
+    c = await server.mqks()
+    assert await c.request("c1 consume --confirm q1 a b C w x.y x.y.z a.b") == "c1 ok "
+    assert await c.request("r1 rebind --confirm q1 --remove-mask * w C") == "r1 ok "
+    c.send("r2 rebind --confirm q1 --remove-mask *.*")
+    assert await c.lines_n(2) == ["c1 ok --update q1 C a b w x.y.z", "r2 ok "]
+    c.send("r3 rebind --confirm q1 --remove-mask x.y.z")
+    assert await c.lines_n(2) == ["c1 ok --update q1 C a b w", "r3 ok "]
+    await c.nothing(0.1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_rebind_of_unconsumed_queue_drops_messages_until_consume(server):
+    c, p = await server.mqks(), await server.mqks()
+    assert await c.request("r1 rebind --confirm q9 e9") == "r1 ok "
+    await publish(p, "m1", "e9", "lost")
+    assert await evaluate(p, "v1", "len(state.queues)") == "v1 ok 0"
+    assert await c.request("c1 consume --confirm q9") == "c1 ok "   # keeps e9: no update
+    await c.nothing(0.1)
+    p.send("m2 publish e9 kept")
+    assert await c.line() == "c1 ok m2 event=e9 kept"
+    await cleanup(c, ["c1"], ["q9"])
+
+
+@pytest_twisted.ensureDeferred
+async def test_unknown_consumers_get_silence_even_with_confirm(server):
+    c = await server.mqks()
+    c.send("a1 ack --confirm ghost m1", "a2 ack --confirm ghost --all",
+           "j1 reject --confirm ghost m1", "j2 reject --confirm ghost --all",
+           "d1 delete_consumer --confirm ghost", "d2 delete_consumer --confirm two words")
+    assert await c.request("p1 ping after") == "p1 ok after"
+    # A known consumer is enough, even for an unknown message or an auto-ack consumer.
+    assert await c.request("c1 consume --confirm q1 e1") == "c1 ok "
+    assert await c.request("a3 ack --confirm c1 nosuch") == "a3 ok "
+    assert await c.request("j3 reject --confirm c1 --all") == "j3 ok "
+    assert ERROR.match(await c.request("a4 ack --confirm c1"))
+    await c.nothing(0.1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_delete_queue_always_confirms(server):
+    c = await server.mqks()
+    assert await c.request("d1 delete_queue --confirm nosuch") == "d1 ok "
+    assert await c.request("d2 delete_queue --confirm name with spaces") == "d2 ok "
+    c.send("d3 delete_queue nosuch")
+    assert await c.request("p1 ping after") == "p1 ok after"
+
+
+@pytest_twisted.ensureDeferred
+async def test_ack_and_delete_consumer_from_another_connection(server):
+    c, o, p = await server.mqks(), await server.mqks(), await server.mqks()
+    assert await c.request("c1 consume --confirm q1 e1 --manual-ack") == "c1 ok "
+    p.send("m1 publish e1 1")
+    assert await c.line() == "c1 ok m1 event=e1 1"
+    assert await o.request("a1 ack --confirm c1 m1") == "a1 ok "
+    assert await o.request("d1 delete_consumer --confirm c1") == "d1 ok "
+    await publish(p, "m2", "e1", "2")
+    await c.nothing(0.1)
+    # m1 was acked, so only m2 (kept by the queue) comes to the next consumer.
+    c.send("c2 consume --confirm q1 e1 --manual-ack")
+    assert await c.lines_n(2) == ["c2 ok ", "c2 ok m2 event=e1 2"]
+    await c.nothing(0.1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_reject_all_confirms_before_redelivery(server):
+    c, p = await server.mqks(), await server.mqks()
+    assert await c.request("c1 consume --confirm q1 e1 --manual-ack") == "c1 ok "
+    p.send("m1 publish e1 1", "m2 publish e1 2", "m3 publish e1 3")
+    assert await c.lines_n(3) == ["c1 ok m1 event=e1 1", "c1 ok m2 event=e1 2",
+                                  "c1 ok m3 event=e1 3"]
+    c.send("j1 reject --confirm c1 --all")
+    assert await c.line() == "j1 ok "
+    # The original's requeue order under --all is arbitrary (py2 dict order).
+    assert sorted(await c.lines_n(3)) == ["c1 ok m1 event=e1,retry=1 1",
+                                          "c1 ok m2 event=e1,retry=1 2",
+                                          "c1 ok m3 event=e1,retry=1 3"]
+    assert await c.request("a1 ack --confirm c1 --all") == "a1 ok "
+    await c.nothing(0.1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_disconnect_requeues_unacked_at_the_back_with_retry(server):
+    c, p = await server.mqks(), await server.mqks()
+    assert await c.request("c1 consume --confirm q1 e1 --manual-ack") == "c1 ok "
+    p.send("m1 publish e1 1", "m2 publish e1 2")
+    assert await c.lines_n(2) == ["c1 ok m1 event=e1 1", "c1 ok m2 event=e1 2"]
+    assert await c.request("a1 ack --confirm c1 m1") == "a1 ok "
+    await drop(server, c)
+    await publish(p, "m3", "e1", "3")
+    c = await server.mqks()
+    c.send("c2 consume --confirm q1 e1 --manual-ack")
+    assert await c.lines_n(3) == ["c2 ok ", "c2 ok m2 event=e1,retry=1 2",
+                                  "c2 ok m3 event=e1 3"]
+    await c.nothing(0.1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_disconnect_with_bare_when_unused_deletes_the_queue(server):
+    c, p = await server.mqks(), await server.mqks()
+    consume = "consume --confirm q1 e1 --manual-ack --delete-queue-when-unused"
+    assert await c.request(f"c1 {consume}") == "c1 ok "
+    p.send("m1 publish e1 1")
+    assert await c.line() == "c1 ok m1 event=e1 1"
+    assert await evaluate(p, "v1", "len(state.queues)") == "v1 ok 1"
+    await drop(server, c)
+    assert await evaluate(p, "v2", "len(state.queues)") == "v2 ok 0"
+    c = await server.mqks()
+    assert await c.request(f"c2 {consume}") == "c2 ok "
+    await c.nothing(0.1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_round_robin_strictly_alternates(server):
+    a, b, p = await server.mqks(), await server.mqks(), await server.mqks()
+    assert await a.request("ca consume --confirm q1 e1") == "ca ok "
+    assert await b.request("cb consume --confirm q1 e1") == "cb ok "
+    p.send(*[f"m{n} publish e1 {n}" for n in range(20)])
+    assert await a.lines_n(10) == [f"ca ok m{n} event=e1 {n}" for n in range(0, 20, 2)]
+    assert await b.lines_n(10) == [f"cb ok m{n} event=e1 {n}" for n in range(1, 20, 2)]
+    await a.nothing(0.1)
+    await b.nothing(0.0)
+
+
+@pytest_twisted.ensureDeferred
+async def test_reusing_a_live_consumer_id_is_an_error(server):
+    c, p = await server.mqks(), await server.mqks()
+    assert await c.request("c1 consume --confirm q1 e1") == "c1 ok "
+    assert ERROR.match(await c.request("c1 consume --confirm q2 e2")).group(1) == "c1"
+    p.send("m1 publish e1 1")
+    assert await c.line() == "c1 ok m1 event=e1 1"
+    assert await evaluate(c, "v1", "len(state.queues)") == "v1 ok 1"
+    await c.nothing(0.1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_delete_consumer_confirms_before_the_redelivery(server):
+    """As with reject, the original queues the confirm before another consumer's loop
+    picks up the requeued message, so on one connection `ok ` comes first."""
+    c, p = await server.mqks(), await server.mqks()
+    assert await c.request("ca consume --confirm q1 e1 --manual-ack") == "ca ok "
+    assert await c.request("cb consume --confirm q1 e1") == "cb ok "
+    p.send("m1 publish e1 1")
+    assert await c.line() == "ca ok m1 event=e1 1"
+    c.send("d1 delete_consumer --confirm ca")
+    assert await c.lines_n(2) == ["d1 ok ", "cb ok m1 event=e1,retry=1 1"]
+    await c.nothing(0.1)

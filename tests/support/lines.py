@@ -12,6 +12,7 @@ class LineClient(protocol.Protocol):
         self.waiters = deque()
         self.buffer = b""
         self.closed = defer.Deferred()
+        self.lost = False
 
     @classmethod
     async def connect(cls, port, host="127.0.0.1"):
@@ -28,6 +29,7 @@ class LineClient(protocol.Protocol):
                 self.lines.append(line)
 
     def connectionLost(self, reason):
+        self.lost = True
         for waiter in self.waiters:
             waiter.errback(ConnectionError("connection closed"))
         self.waiters.clear()
@@ -41,6 +43,8 @@ class LineClient(protocol.Protocol):
         """The next line as str (UTF-8, surrogateescape)."""
         if self.lines:
             raw = self.lines.popleft()
+        elif self.lost:
+            raise ConnectionError("connection closed")
         else:
             waiter = defer.Deferred()
             self.waiters.append(waiter)
