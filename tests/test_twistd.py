@@ -8,19 +8,10 @@ import os
 import signal
 import socket
 import subprocess
-import sys
-import time
 
 import pytest
 
-TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
-STARTUP_SECONDS = 30
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.process import BrokerProcess
 
 
 class Lines:
@@ -50,45 +41,15 @@ class Lines:
         self.sock.close()
 
 
-def wait_for_port(process, port, log_path):
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    with open(log_path, errors="replace") as f:
-        raise AssertionError(f"twistd did not listen on {port}:\n{f.read()}")
-
-
 @pytest.fixture
 def broker_process(tmp_path):
-    """A running `twistd -n mqksbridge` on a free loopback port; stopped afterwards."""
-    log_path = tmp_path / "twistd.log"
-    process = None
+    """A running `twistd -n mqksbridge` with only the MQKS door; stopped afterwards."""
+    broker = BrokerProcess(tmp_path, doors=("mqks",))
     try:
-        for _ in range(3):          # another process may grab the free port first
-            port = free_port()
-            with open(log_path, "wb") as log:
-                process = subprocess.Popen(
-                    [TWISTD, "-n", "--pidfile=", "mqksbridge",
-                     "--mqks", f"tcp:{port}:interface=127.0.0.1",
-                     "--malamute", "none", "--twino", "none",
-                     "--data", str(tmp_path / "var")],
-                    cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
-            if wait_for_port(process, port, log_path):
-                break
-            process.wait(10)
-        else:
-            raise AssertionError("twistd exited at start:\n" + log_path.read_text(errors="replace"))
-        yield process, port, log_path
+        broker.start()
+        yield broker.process, broker.ports["mqks"], broker.log_path
     finally:
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait(10)
+        broker.stop()
 
 
 def test_twistd_serves_mqks_and_stops_cleanly(broker_process):
@@ -120,7 +81,7 @@ def test_twistd_serves_mqks_and_stops_cleanly(broker_process):
         code = process.wait(20)
     except subprocess.TimeoutExpired:
         raise AssertionError("twistd did not stop on SIGTERM")
-    log = log_path.read_text(errors="replace")
+    log = open(log_path, errors="replace").read()
     # Twisted re-raises the stop signal after a clean shutdown, so -SIGTERM is normal.
     assert code in (0, -signal.SIGTERM), log
     assert "Traceback" not in log, log

@@ -1,0 +1,70 @@
+"""The real `twistd -n mqksbridge` as a subprocess, every door on a free loopback port."""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
+STARTUP_SECONDS = 30
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _door_args(door, port):
+    if door == "malamute":
+        return ["--malamute", f"tcp://127.0.0.1:{port}"]
+    return [f"--{door}", f"tcp:{port}:interface=127.0.0.1"]
+
+
+class BrokerProcess:
+    """Start with `start()`, read `ports[door]`, stop with `stop()` (kills if needed)."""
+
+    def __init__(self, workdir, doors=("mqks",), all_doors=("mqks", "malamute", "twino")):
+        self.workdir = workdir
+        self.doors = doors
+        self.all_doors = all_doors
+        self.log_path = os.path.join(str(workdir), "twistd.log")
+        self.process = None
+        self.ports = {}
+
+    def start(self):
+        for _ in range(3):          # another process may grab a free port first
+            self.ports = {door: free_port() for door in self.doors}
+            args = [TWISTD, "-n", "--pidfile=", "mqksbridge", "--data",
+                    os.path.join(str(self.workdir), "var")]
+            for door in self.all_doors:
+                args += _door_args(door, self.ports[door]) if door in self.ports \
+                    else [f"--{door}", "none"]
+            with open(self.log_path, "wb") as log:
+                self.process = subprocess.Popen(args, cwd=self.workdir, stdout=log,
+                                                stderr=subprocess.STDOUT)
+            if all(self._wait_for(port) for port in self.ports.values()):
+                return self
+            self.stop()
+        raise AssertionError("twistd did not start:\n" + self.log())
+
+    def _wait_for(self, port):
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError(f"twistd did not listen on {port}:\n{self.log()}")
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
