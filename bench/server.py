@@ -1,6 +1,6 @@
 """Run a broker for benchmarks: ours (`mqksbridge`) or the naive baseline.
 
-    python -m bench.server mqksbridge PORT
+    python -m bench.server mqksbridge PORT [DOOR]   (DOOR listens on PORT, other doors off)
     python -m bench.server baseline PORT
 Prints `ready` once listening.
 """
@@ -17,7 +17,11 @@ def main():
     else:
         from bridge import config
         from bridge.service import build
-        top = build(config.load(overrides={"mqks": {"listen": [f"tcp:{port}:interface=127.0.0.1"]}}), reactor)[0]
+        door = sys.argv[3] if len(sys.argv) > 3 else "mqks"
+        overrides = {name: {"listen": []} for name, section in config.DEFAULTS.items()
+                     if isinstance(section, dict) and "listen" in section}
+        overrides[door] = {"listen": [f"tcp:{port}:interface=127.0.0.1"]}
+        top = build(config.load(overrides=overrides), reactor)[0]
         top.startService()
     reactor.callWhenRunning(lambda: print("ready", flush=True))
     reactor.run()

@@ -115,19 +115,32 @@ class Broker:
         return mailbox
 
     # -- channels ----------------------------------------------------------------------------
-    def channel(self, name, create=True, defaults=None):
+    def channel(self, name, create=True, defaults=None, attrs=None):
         channel = self.channels.get(name)
         if channel is None and create:
-            channel = self.channels[name] = Channel(name, defaults)
+            channel = self.channels[name] = Channel(name, defaults, attrs)
             self.emit("channel-created", channel=channel)
         return channel
+
+    def join_channel(self, channel, client, make_consumer):
+        """Membership: a consumer on every queue of the channel; False if already a member."""
+        if not channel.join(client, make_consumer):
+            return False
+        self.emit("client-joined", channel=channel, client=client)
+        return True
+
+    def leave_channel(self, channel, client):
+        if not channel.leave(client):
+            return False
+        self.emit("client-left", channel=channel, client=client)
+        return True
 
     def remove_channel(self, name):
         channel = self.channels.pop(name, None)
         if channel is None:
             return False
         for client, _ in list(channel.members.values()):
-            channel.leave(client)
+            self.leave_channel(channel, client)
         for queue in list(channel.queues.values()):
             self.delete_queue(queue.name)
         self.emit("channel-removed", channel=channel)
@@ -146,7 +159,7 @@ class Broker:
             del self.clients[client.id]
         for channel in list(self.channels.values()):
             if client.id in channel.members and channel.members[client.id][0] is client:
-                channel.leave(client)
+                self.leave_channel(channel, client)
         for consumer in list(client.consumers.values()):
             self.remove_consumer(consumer)
         for name in list(client.streams):

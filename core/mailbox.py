@@ -58,6 +58,12 @@ class Mailbox:
             self.delivered += 1
             self.deliver(self, message)
 
+    def restore(self, message):
+        """A delivery the door could not hand over (owner vanished): first in line again."""
+        self.delivered -= 1
+        self.stored.appendleft(message)
+        self.bytes += message.size
+
     def tick(self, now):
         if not self.stored:
             return

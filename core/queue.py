@@ -64,7 +64,7 @@ class Queue:
         self.wait_for_ack = wait_for_ack
         self.only_first = only_first
         self.when_unused = when_unused
-        self._direct = False
+        self._direct = self._fanout = False
         self._refresh()
 
     def configure(self, **options):
@@ -78,10 +78,11 @@ class Queue:
 
     def _refresh(self):
         """Whether put_message may skip every check and hand over directly."""
-        self._direct = (self.mode == ROUND_ROBIN and not self.only_first
-                        and not self.wait_for_ack and not self._filtered
-                        and self.max_messages is None and self.max_bytes is None
-                        and self.max_message_size is None)
+        plain = (not self.only_first and not self.wait_for_ack and not self._filtered
+                 and self.max_messages is None and self.max_bytes is None
+                 and self.max_message_size is None)
+        self._direct = plain and self.mode == ROUND_ROBIN
+        self._fanout = plain and self.mode == PUSH_ALL
 
     # -- configuration ----------------------------------------------------------------
     def set_mode(self, mode):
@@ -115,8 +116,9 @@ class Queue:
     def put_message(self, message, observer=None):
         """Stream entry point: False (and counted) when refused, never raises.
 
-        The common case (plain round-robin, no backlog, next consumer ready) hands the
-        message straight over without touching the deque.
+        The common cases (plain round-robin with the next consumer ready, plain push-all
+        with every consumer ready, no backlog) hand the message straight over without
+        touching the deque.
         """
         entry = Entry(message, 0, observer)
         if self._direct and not self.entries and not self.priority and not self._dispatching:
@@ -136,6 +138,17 @@ class Queue:
                         self.delivered += 1
                         entry.deliveries = 1
                         c.deliver(c, entry)
+                    return True
+        elif self._fanout and not self.entries and not self.priority and not self._dispatching:
+            consumers = self.consumers
+            for c in consumers:
+                if not c.active or c.client.paused or c.credit is not None:
+                    break
+            else:
+                if consumers:
+                    self.received += 1
+                    for c in consumers:
+                        self._hand(c, entry)
                     return True
         return self.put(entry)
 
@@ -184,12 +197,17 @@ class Queue:
         if self.wait_for_ack:
             self.dispatch()
 
-    def clear(self):
-        for lane in (self.priority, self.entries):
+    def clear(self, lanes="all"):
+        """Drop stored entries: 'all' (or True), 'priority' or 'regular' lane only."""
+        chosen = {"priority": (self.priority,), "regular": (self.entries,)}.get(
+            lanes, (self.priority, self.entries))
+        for lane in chosen:
             while lane:
                 entry = lane.popleft()
+                self.bytes -= entry.message.size
                 entry.notify("dropped", None, "cleared")
-        self.bytes = 0
+        if not (self.priority or self.entries):
+            self.bytes = 0
 
     def _keep_latest(self):
         latest = self.entries[-1] if self.entries else (self.priority[-1] if self.priority else None)
@@ -343,6 +361,8 @@ class Queue:
             self.dropped += 1
             entry.notify("dropped", None, "no-consumers")
             return
+        if self.only_first:
+            receivers = [next((c for c in receivers if c.ready()), receivers[0])]
         for c in receivers:
             self._hand(c, entry)
 
@@ -364,8 +384,13 @@ class Queue:
                 entry.notify("ack", c)
 
     # -- pull ---------------------------------------------------------------------------
-    def pull(self, consumer, count, lifo=False, clear=False):
-        """Take up to `count` entries for one requester (Twino Pull); priority first."""
+    def pull(self, consumer, count, lifo=False, clear=False, left=None):
+        """Take up to `count` entries for one requester (Twino Pull); priority first.
+
+        `clear` (True/'all', 'priority', 'regular') empties those lanes once the last
+        requested entry is taken. `left`, a list, receives (priority, regular) lengths
+        after each taken entry (Twino's pull Info headers).
+        """
         taken = []
         now = self.broker.clock.now()
         for lane in (self.priority, self.entries):
@@ -378,8 +403,12 @@ class Queue:
                     entry.notify("dropped", None, "expired")
                     continue
                 taken.append(entry)
-        if clear:
-            self.clear()
+                if clear and len(taken) == count:
+                    self.clear(clear)
+                if left is not None:
+                    left.append((len(self.priority), len(self.entries)))
+        if clear and len(taken) < count:
+            self.clear(clear)
         for entry in taken:
             consumer.delivered += 1
             self.delivered += 1

@@ -206,6 +206,37 @@ class TwinoClient:
             else:
                 raise TwinoError(f"pull refused: {status}")
 
+    def operation(self, content_type: int, target: str | None = None, headers=(), content=b"",
+                  timeout: float | None = None) -> Frame:
+        """Any server operation (601-663) with PendingResponse; returns the Response frame
+        (result code in content_type, JSON in content)."""
+        frame = Frame(MessageType.SERVER, pending_response=True, message_id=new_id(),
+                      source=self.client_id, target=target, content_type=content_type,
+                      headers=_headers(headers), content=_content(content))
+        self.send_frame(frame)
+        return self._wait(self._answer_to(frame, MessageType.RESPONSE), timeout)
+
+    def subscribe(self, event: str, channel: str | None = None, queue_id: int | None = None,
+                  subscribe: bool = True, timeout: float | None = None) -> int:
+        """Event subscription (or unsubscription); returns 0 (ok) or 1 (failed)."""
+        headers = [(Header.CHANNEL_NAME, channel)] if channel else []
+        if queue_id is not None:
+            headers.append((Header.QUEUE_ID, str(queue_id)))
+        frame = Frame(MessageType.EVENT, pending_response=True, message_id=new_id(),
+                      source=self.client_id, target=event, content_type=int(subscribe),
+                      headers=headers or None)
+        self.send_frame(frame)
+        return self._wait(self._answer_to(frame, MessageType.RESPONSE), timeout).content_type
+
+    def publish_router(self, router: str, content, content_type: int = 0, headers=(),
+                       wait_ack: bool = False, timeout: float | None = None) -> AckResult | None:
+        """A Router frame; with `wait_ack` the router's ack (or nack) comes back."""
+        frame = Frame(MessageType.ROUTER, pending_ack=wait_ack, message_id=new_id(),
+                      source=self.client_id, target=router, content_type=content_type,
+                      headers=_headers(headers), content=_content(content))
+        self.send_frame(frame)
+        return self._ack_result(frame, timeout) if wait_ack else None
+
     # -- client to client ---------------------------------------------------------------------
 
     def send_direct(self, target: str, content, content_type: int = 0, headers=(),

@@ -413,6 +413,28 @@ class FrameDecoder:
         return pos
 
 
+def append_headers(raw: bytes, headers, set_bits: int = 0, clear_bits: int = 0) -> bytes:
+    """An encoded frame with `headers` added after its own (pull answers), without decoding it.
+
+    `set_bits`/`clear_bits` are 16-bit masks over bytes 0-1 (byte 0 in the low byte), for
+    flags such as FirstAcquirer (0x0080) or PendingAcknowledge (0x4000).
+    """
+    b0, b1, lid, lsrc, ltgt, ctype, n = _HEAD8.unpack_from(raw, 0)
+    p = 8 + (0 if n < 253 else 2 if n == 253 else 4 if n == 254 else 8)
+    q = p + lid + lsrc + ltgt
+    extra = encode_headers(headers)[2:]
+    if b1 & HAS_HEADER:
+        size = _U16.unpack_from(raw, q)[0]
+        block, rest = raw[q + 2:q + 2 + size] + extra, raw[q + 2 + size:]
+    else:
+        block, rest = extra, raw[q:]
+    if len(block) > MAX_HEADER_BYTES:
+        raise TwinoProtocolError("header block is longer than 65535 bytes")
+    flags = ((b0 | b1 << 8 | HAS_HEADER << 8) | set_bits) & ~clear_bits
+    return b"".join((bytes((flags & 0xFF, flags >> 8)), raw[2:q], _U16.pack(len(block)),
+                     block, rest))
+
+
 def decode(data: bytes, apply_ttl: bool = False) -> Frame:
     """Exactly one complete frame (tests, tools); the TTL is left as on the wire by default."""
     decoder = FrameDecoder(max(len(data), 8), apply_ttl)

@@ -104,6 +104,12 @@ class TwinoServerConnection:
         self._decoder = FrameDecoder(max_frame_size)
 
     @property
+    def decoder(self) -> FrameDecoder:
+        """Once OPEN, a door may feed data frames here directly (its hot path): PING and PONG
+        then arrive as frames of type 0x09 / 0x0A instead of events."""
+        return self._decoder
+
+    @property
     def expired(self) -> int:
         return self._decoder.expired
 

@@ -349,6 +349,22 @@ def test_mailbox_takeover(broker):
     assert got == [("second", "1")] and first.mailbox is None
 
 
+def test_mailbox_restore_puts_a_failed_delivery_first(broker):
+    mb = broker.mailbox("carol")
+    owner = Client("carol", "m")
+    failed = []
+    mb.send(msg(1))
+    mb.send(msg(2))
+
+    def vanish(box, m):
+        failed.append(m.id)
+        box.detach(owner)
+        box.restore(m)
+    mb.attach(owner, vanish)
+    assert failed == ["1"] and [m.id for m in mb.stored] == ["1", "2"]
+    assert mb.bytes == 2 and mb.delivered == 0
+
+
 def test_channel_members_consume_every_queue(broker):
     ch = broker.channel("ch")
     member = Client("m1", "twino")

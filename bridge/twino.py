@@ -1,0 +1,259 @@
+"""The Twino door: TMQP/2.0 (Twino MQ 3.x) over TCP, onto the core model.
+
+Channels are core channels, queue (C, N) is core queue `C/N`, direct messages go through
+core mailboxes, routers are core streams. specs/twino.md "Broker semantics" says what a
+client sees and where we deliberately differ from a 3.7.2 server. The work is split:
+twino_queues (data path), twino_ops (operations 601-663), twino_direct (client to client),
+twino_events (subscriptions), twino_routers (0x17 and bindings).
+"""
+from twisted.application import service
+from twisted.internet import protocol, task
+from twisted.logger import Logger
+
+from bridge.convert.twino import direct_delivery, wire_id
+from bridge.listeners import ListenerService
+from bridge.outbox import Outbox
+from bridge.twino_direct import DIRECT, TwinoDirect
+from bridge.twino_events import TwinoEvents
+from bridge.twino_ops import TwinoOperations
+from bridge.twino_queues import TwinoQueues
+from bridge.twino_routers import TwinoRouters
+from core import Client
+from protocols.twino.codec import (
+    PING_BYTES, PONG_BYTES, MessageType, ResultCode, TwinoProtocolError, encode, new_id,
+)
+from protocols.twino.handshake import (
+    FrameReceived, Hello, PingReceived, ProtocolError, TwinoServerConnection,
+)
+
+DOOR = "twino"
+log = Logger(namespace="mqksbridge.twino")
+
+
+class TwinoDoor:
+    """Door-wide state: settings, live connections, the keep-alive sweep, frame dispatch."""
+
+    def __init__(self, broker, scheduler, reactor, settings):
+        self.broker = broker
+        self.scheduler = scheduler
+        self.reactor = reactor
+        self.settings = settings
+        self.clock = reactor.seconds
+        self.started = reactor.seconds()
+        self.node_id = new_id()
+        self.connections = set()
+        self.current_ack = None     # (consumer, ack frame) while a consumer ack is settled
+        self.queues = TwinoQueues(self)
+        self.direct = TwinoDirect(self)
+        self.events = TwinoEvents(self)
+        self.routers = TwinoRouters(self)
+        self.ops = TwinoOperations(self)
+        self.handlers = {
+            MessageType.QUEUE_MESSAGE: self.queues.push,
+            MessageType.ACKNOWLEDGE: self.direct.acknowledge,
+            MessageType.QUEUE_PULL_REQUEST: self.queues.pull,
+            MessageType.SERVER: self.ops.handle,
+            MessageType.DIRECT_MESSAGE: self.direct.send,
+            MessageType.RESPONSE: self.direct.respond,
+            MessageType.EVENT: self.events.subscribe,
+            MessageType.ROUTER: self.routers.publish,
+            MessageType.TERMINATE: lambda conn, frame: conn.close("terminate frame"),
+            MessageType.PING: lambda conn, frame: conn.write(PONG_BYTES),
+        }
+        broker.subscribe(self.events.core_event)
+
+    # -- handshake ----------------------------------------------------------------------------
+    def hello(self, conn, hello):
+        """Accept (echo + 202) or refuse (echo + 401/503, then close) a hello."""
+        token = self.settings["token"]
+        wanted = hello.client_id
+        if token and hello.token != token:
+            return conn.refuse(ResultCode.UNAUTHORIZED, "bad token")
+        if wanted and len(wanted.encode()) > 255:
+            return conn.refuse(ResultCode.BAD_REQUEST, "client id longer than 255 bytes")
+        if wanted and wanted in self.broker.clients:
+            return conn.refuse(ResultCode.BUSY, f"client id {wanted!r} is in use")
+        data = conn.hs.accept()
+        client = conn.client
+        client.id = conn.hs.client_id
+        client.name = hello.name or ""
+        client.type = hello.type or ""
+        client.attrs["twino"] = conn
+        conn.decoder = conn.hs.decoder
+        conn.write(data)
+        self.broker.connect(client)
+        self.broker.mailbox(client.id).attach(client, self.mailbox_deliver)
+
+    @staticmethod
+    def mailbox_deliver(mailbox, message):
+        conn = mailbox.owner.attrs["twino"]
+        if message.raw_door == DIRECT:
+            conn.write(message.raw)
+        else:
+            conn.write(encode(direct_delivery(message, conn.wire_id(message.id),
+                                              mailbox.owner.id)))
+
+    def failed(self, conn, frame):
+        """A frame whose handling raised: logged, answered 500 if awaited, connection kept
+        (upstream drops the connection: B6)."""
+        log.failure("twino {type:#x} frame from {client} failed", type=frame.type,
+                    client=conn.client.id)
+        self.ops.answer(conn, frame, ResultCode.INTERNAL_SERVER_ERROR)
+
+    def disconnected(self, conn):
+        self.connections.discard(conn)
+        client = conn.client
+        self.events.forget(conn)
+        if client.id is None or self.broker.clients.get(client.id) is not client:
+            return
+        self.queues.release(client)
+        self.broker.disconnect(client)
+        mailbox = self.broker.mailboxes.get(client.id)
+        if mailbox is not None and mailbox.owner is None and not mailbox.stored:
+            del self.broker.mailboxes[client.id]
+
+    # -- keep-alive ---------------------------------------------------------------------------
+    def sweep(self):
+        """Once per check_interval: close unfinished handshakes, PING idle clients, close
+        those that stayed silent after a PING."""
+        now = self.clock()
+        settings = self.settings
+        for conn in list(self.connections):
+            if conn.decoder is None:
+                if now - conn.opened_at > settings["handshake_timeout"]:
+                    conn.close("no handshake in time")
+            elif conn.ping_sent is not None:
+                if conn.last_seen > conn.ping_sent:
+                    conn.ping_sent = None
+                elif now - conn.ping_sent > settings["ping_timeout"]:
+                    conn.close("no answer to PING")
+            elif now - conn.last_seen > settings["ping_interval"]:
+                conn.ping_sent = now
+                conn.write(PING_BYTES)
+
+
+class TwinoConnection(protocol.Protocol):
+    """One TCP connection: handshake through the sans-IO machine, then frames to the door."""
+
+    def __init__(self, door):
+        self.door = door
+        self.decoder = None          # set once the hello is accepted
+        self.connected = False
+        self.aliases = {}            # wire id -> core id, for foreign ids Twino cannot carry
+        self.ping_sent = None
+
+    def connectionMade(self):
+        door = self.door
+        peer = self.transport.getPeer()
+        address = f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}"
+        self.client = Client(None, DOOR, address=address)
+        self.outbox = Outbox(self.transport, door.scheduler, self.client,
+                             door.settings["high_water"])
+        self.write = self.outbox.write
+        self.hs = TwinoServerConnection(door.settings["max_frame_size"])
+        self.opened_at = self.last_seen = door.clock()
+        self.connected = True
+        door.connections.add(self)
+
+    def dataReceived(self, data):
+        door = self.door
+        self.last_seen = door.clock()
+        if self.decoder is None:
+            return self._handshake(data)
+        error = None
+        try:
+            frames = self.decoder.feed(data)
+        except TwinoProtocolError as exc:
+            frames, error = exc.frames, exc
+        handlers = door.handlers
+        for frame in frames:
+            handler = handlers.get(frame.type)
+            if handler is not None:
+                try:
+                    handler(self, frame)
+                except Exception:
+                    door.failed(self, frame)
+            if not self.connected:
+                return
+        if error is not None:
+            self.close(f"bad frame: {error}")
+
+    def _handshake(self, data):
+        for event in self.hs.receive_data(data):
+            if not self.connected:
+                return
+            if isinstance(event, Hello):
+                self.door.hello(self, event)
+            elif isinstance(event, FrameReceived):
+                handler = self.door.handlers.get(event.frame.type)
+                if handler is not None:
+                    try:
+                        handler(self, event.frame)
+                    except Exception:
+                        self.door.failed(self, event.frame)
+            elif isinstance(event, PingReceived):
+                self.write(PONG_BYTES)
+            elif isinstance(event, ProtocolError):
+                self.close(event.reason)
+
+    def wire_id(self, message_id):
+        """The id a foreign message travels under; acks map it back."""
+        found = wire_id(message_id)
+        if found is None:
+            found = new_id()
+            self.aliases[found] = message_id
+        return found
+
+    def refuse(self, code, reason):
+        self.write(self.hs.refuse(code))
+        self.close(f"refused with {code}: {reason}")
+
+    def close(self, reason):
+        """Flush what is pending and hang up; only this connection is affected."""
+        if not self.connected:
+            return
+        log.info("twino connection {address} ({client}) closed: {reason}",
+                 address=self.client.address, client=self.client.id, reason=reason)
+        self.connected = False
+        self.outbox.close()
+        self.transport.loseConnection()
+
+    def connectionLost(self, reason):
+        self.connected = False
+        self.outbox.closed = True
+        self.door.disconnected(self)
+
+
+class TwinoFactory(protocol.Factory):
+    def __init__(self, door):
+        self.door = door
+
+    def buildProtocol(self, addr):
+        return TwinoConnection(self.door)
+
+
+class KeepAliveService(service.Service):
+    """Runs the door's one periodic sweep while the application runs."""
+
+    def __init__(self, door):
+        self.door = door
+        self.loop = task.LoopingCall(door.sweep)
+        self.loop.clock = door.reactor
+
+    def startService(self):
+        super().startService()
+        self.loop.start(self.door.settings["check_interval"], now=False)
+
+    def stopService(self):
+        if self.loop.running:
+            self.loop.stop()
+        return super().stopService()
+
+
+def build(config, broker, scheduler, reactor):
+    """The Twino door, one listener per configured endpoint, and its keep-alive sweep."""
+    settings = config["twino"]
+    door = TwinoDoor(broker, scheduler, reactor, settings)
+    factory = TwinoFactory(door)
+    services = [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
+    return door, services + [KeepAliveService(door)]

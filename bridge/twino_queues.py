@@ -1,0 +1,444 @@
+"""Twino channels and queues on the core: push, delivery, consumer and producer acks, pull, CC.
+
+Twino queue (channel C, id N) is core queue `C/N`, grouped under core channel C; its
+Twino-only settings live in a TwinoQueue kept in `queue.attrs["twino"]`. A push is encoded
+once as the delivery frame (Message.raw); each delivery only flips the FirstAcquirer and
+PendingAcknowledge bits. Foreign messages go through bridge.convert.twino.
+"""
+import fnmatch
+
+from bridge.convert.twino import from_frame, queue_delivery
+from core import Consumer
+from core.queue import BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED
+from protocols.twino.codec import (
+    FIRST_ACQUIRER, Frame, Header, MessageType, NackReason, NoContent, ResultCode, append_headers,
+    encode, new_id, pull_status, server_ack,
+)
+from protocols.twino.models import QUEUE_STATUS_NAMES
+
+# Index = the server's QueueStatus number.
+STATUS_MODES = (BROADCAST, PUSH_ALL, ROUND_ROBIN, PULL, CACHE, PAUSED, STOPPED)
+# The stock client numbers statuses without Cache (4 paused, 5 stopped): we read option JSON
+# that way (upstream bug B8 turns a client's "paused" into cache). Cache is the header's word.
+CLIENT_STATUS = {0: BROADCAST, 1: PUSH_ALL, 2: ROUND_ROBIN, 3: PULL, 4: PAUSED, 5: STOPPED,
+                 6: STOPPED}
+POLICIES = ("received", "sent", "relay")
+QUEUE_DEFAULTS = {"status": 1, "request_acknowledge": True, "acknowledge_timeout": 15000,
+                  "use_message_id": True}
+_PENDING_ACK = 0x4000  # byte 1 bit 0x40 in append_headers' 16-bit flag mask
+_CLEAR = {"all": "all", "high-priority": "priority", "default-priority": "regular"}
+
+
+class TwinoQueue:
+    """What Twino knows about one core queue beyond the core's own options."""
+
+    __slots__ = ("queue", "name", "channel", "id", "raw_door", "tag", "request_ack",
+                 "message_timeout", "use_message_id", "hide_names", "policy", "nacks",
+                 "last_received", "produced")
+
+    def __init__(self, channel, queue_id, name, policy):
+        self.queue = None
+        self.name = name
+        self.channel = channel
+        self.id = queue_id
+        self.raw_door = "twino:" + name      # Message.raw of a push here is our delivery frame
+        self.tag = None
+        self.request_ack = True
+        self.message_timeout = 0.0
+        self.use_message_id = True
+        self.hide_names = False
+        self.policy = policy
+        self.nacks = 0
+        self.last_received = 0.0
+        self.produced = {}                   # MessageProduced subscribers: conn -> None
+
+    @property
+    def status(self):
+        return STATUS_MODES.index(self.queue.mode)
+
+    @property
+    def status_name(self):
+        return QUEUE_STATUS_NAMES[self.status]
+
+    def apply(self, options):
+        """Set the Twino-side options; return the core queue options they imply."""
+        core = {}
+        for key, value in options.items():
+            if key == "status":
+                core["mode"] = CLIENT_STATUS.get(int(value), BROADCAST)
+            elif key == "mode":
+                core["mode"] = value
+            elif key == "send_only_first_acquirer":
+                core["only_first"] = bool(value)
+            elif key == "request_acknowledge":
+                self.request_ack = bool(value)
+            elif key == "acknowledge_timeout":
+                core["ack_timeout"] = (int(value) / 1000.0) or None
+            elif key == "message_timeout":
+                self.message_timeout = int(value) / 1000.0
+            elif key == "use_message_id":
+                self.use_message_id = bool(value)
+            elif key == "wait_for_acknowledge":
+                core["wait_for_ack"] = bool(value)
+            elif key == "hide_client_names":
+                self.hide_names = bool(value)
+            elif key == "message_limit":
+                core["max_messages"] = int(value) or None
+            elif key == "message_size_limit":
+                core["max_message_size"] = int(value) or None
+            elif key in ("message_delivery_handler", "delivery_handler"):
+                if str(value).lower() in POLICIES:
+                    self.policy = str(value).lower()
+            elif key == "tag":
+                self.tag = value
+        return core
+
+
+_patched = [None, 0, 0, None]   # last (raw, byte 0, byte 1, patched copy): broadcasts reuse it
+
+
+def deliver(consumer, entry):
+    """Write one delivery. A Twino push relays its own frame, with FirstAcquirer set only for
+    the first receiver and PendingAcknowledge as this consumer acks."""
+    conn, state = consumer.tag
+    message = entry.message
+    if message.raw_door is state.raw_door:
+        raw = message.raw
+        b0, b1 = raw[0], raw[1]
+        n0 = b0 | 0x80 if entry.deliveries == 1 else b0 & 0x7F
+        n1 = b1 | 0x40 if consumer.manual_ack else b1 & 0xBF
+        if n0 != b0 or n1 != b1:
+            memo = _patched
+            if memo[0] is raw and memo[1] == n0 and memo[2] == n1:
+                raw = memo[3]            # the same variant for the next of many receivers
+            else:
+                patched = bytes((n0, n1)) + raw[2:]
+                memo[:] = (raw, n0, n1, patched)
+                raw = patched
+        conn.write(raw)
+    else:
+        conn.write(encode(queue_delivery(
+            message, conn.wire_id(message.id), state.channel, state.id, entry.deliveries == 1,
+            consumer.manual_ack, state.hide_names)))
+
+
+class ProducerAck:
+    """Entry observer for a push that waits for its ack: one ack or nack, per the policy
+    (after sent, or relaying the consumer's own ack frame)."""
+
+    __slots__ = ("conn", "message_id", "state", "relay", "done")
+
+    def __init__(self, conn, message_id, state, relay):
+        self.conn, self.message_id, self.state, self.relay = conn, message_id, state, relay
+        self.done = False
+
+    def __call__(self, event, entry, consumer, reason):
+        if self.done:
+            return
+        state, conn = self.state, self.conn
+        if event == "sent":
+            if self.relay:
+                return
+            frame = server_ack(self.message_id, state.channel, state.id)
+        elif event == "dropped":
+            frame = server_ack(self.message_id, state.channel, state.id, reason or NackReason.ERROR)
+        elif not self.relay or (consumer is not None and not consumer.manual_ack):
+            return    # "sent" answered already; an auto-acking consumer has no ack to relay
+        else:
+            frame = self._relayed(consumer, None if event == "ack" else (reason or "none"))
+        self.done = True
+        if event == "nack":
+            state.nacks += 1
+        if conn.connected:
+            conn.write(encode(frame))
+
+    def _relayed(self, consumer, reason):
+        """The consumer's ack frame itself when it came from a Twino consumer just now, else
+        a server-made one naming the consumer (a foreign ack, or an ack timeout)."""
+        state = self.state
+        current = self.conn.door.current_ack
+        source = None if state.hide_names or consumer is None else consumer.client.id
+        if current is not None and current[0] is consumer:
+            ack = current[1]
+            return Frame(MessageType.ACKNOWLEDGE, ack.first_acquirer, False, ack.ttl,
+                         ack.pending_response, ack.pending_ack, self.message_id,
+                         None if state.hide_names else (ack.source or source), ack.target,
+                         ack.content_type, ack.headers, ack.content)
+        frame = server_ack(self.message_id, state.channel, state.id, reason)
+        frame.source = source
+        return frame
+
+
+def valid_name(name):
+    """Channel names the real server accepts (no @, space, ; or *), 1 to 255 bytes."""
+    return (bool(name) and len(name.encode("utf-8")) <= 255
+            and not any(c in name for c in "@ ;*"))
+
+
+class TwinoQueues:
+    """Channel/queue resolution with the real server's auto-create defaults, and the data path."""
+
+    def __init__(self, door):
+        self.door = door
+        self.broker = door.broker
+        self.by_key = {}     # (channel name, queue id) -> TwinoQueue: the push hot path
+
+    # -- resolution and creation ------------------------------------------------------------
+    def policy_for(self, name):
+        for pattern, policy in self.door.settings["producer_ack"]:
+            if fnmatch.fnmatchcase(name, pattern):
+                return policy
+        return self.door.settings["producer_ack_default"]
+
+    def channel_for(self, name, create=True):
+        """(channel, 0) or (None, result code)."""
+        channel = self.broker.channels.get(name) if name else None
+        if channel is not None:
+            return channel, 0
+        if not valid_name(name or ""):
+            return None, ResultCode.BAD_REQUEST
+        if not (create and self.door.settings["auto_create_channels"]):
+            return None, ResultCode.NOT_FOUND
+        return self.create_channel(name, {}), 0
+
+    def create_channel(self, name, options):
+        settings = {"allow_multiple_queues": True, "allowed_queues": None, "client_limit": 0,
+                    "queue_limit": 0, "destroy_when_empty": False}
+        defaults = dict(QUEUE_DEFAULTS)
+        for key, value in options.items():
+            (settings if key in settings else defaults)[key] = value
+        return self.broker.channel(name, defaults=defaults, attrs={"twino": settings})
+
+    def queue_for(self, channel_name, queue_id, create=True):
+        """(TwinoQueue, 0) or (None, result code), creating channel and queue when allowed."""
+        state = self.by_key.get((channel_name, queue_id))
+        if state is not None:
+            return state, 0
+        channel, code = self.channel_for(channel_name, create)
+        if code:
+            return None, code
+        queue = channel.queues.get(queue_id)
+        if queue is not None:
+            state = queue.attrs["twino"]
+        else:
+            if not (create and self.door.settings["auto_create_queues"]):
+                return None, ResultCode.NOT_FOUND
+            code = self.refusal(channel, queue_id)
+            if code:
+                return None, code
+            state = self.create_queue(channel, queue_id, {})
+        self.by_key[(channel_name, queue_id)] = state
+        return state, 0
+
+    def refusal(self, channel, queue_id):
+        """Why the channel refuses a new queue (its options), or 0."""
+        opts = channel.attrs.get("twino", {})
+        if not opts.get("allow_multiple_queues", True) and channel.queues:
+            return ResultCode.UNAUTHORIZED
+        allowed = opts.get("allowed_queues")
+        if allowed and queue_id not in allowed:
+            return ResultCode.UNAUTHORIZED
+        limit = opts.get("queue_limit") or 0
+        if limit and len(channel.queues) >= limit:      # upstream B5 inverts this test
+            return ResultCode.LIMIT_EXCEEDED
+        return 0
+
+    def create_queue(self, channel, queue_id, options):
+        """A new Twino queue: channel defaults, then `options`. A core queue of that name made
+        by another door is adopted as it is (its mode stays), so both doors share it."""
+        name = f"{channel.name}/{queue_id}"
+        state = TwinoQueue(channel.name, queue_id, name, self.policy_for(name))
+        core = state.apply({**channel.defaults, **options})
+        queue = self.broker.queues.get(name)
+        if queue is None:
+            mode = core.pop("mode", PUSH_ALL)
+            queue = self.broker.queue(name, mode=mode, channel=channel, ack_timeout_requeue=False,
+                                      attrs={"twino": state}, **core)
+        else:
+            queue.attrs["twino"] = state
+            queue.ack_timeout_requeue = False
+        state.queue = queue
+        channel.add_queue(queue_id, queue)
+        return state
+
+    def update(self, state, options):
+        """Options applied live (612): status, acks, limits, timeouts."""
+        was_acking = state.request_ack
+        core = state.apply(options)
+        queue = state.queue
+        mode = core.pop("mode", None)
+        if state.request_ack != was_acking:
+            for consumer in list(queue.consumers):
+                if consumer.deliver is deliver:
+                    if not state.request_ack:
+                        consumer.ack_all()
+                    consumer.manual_ack = state.request_ack
+        if core:
+            queue.configure(**core)
+        if mode is not None and mode != queue.mode:
+            queue.set_mode(mode)
+
+    def forget(self, queue):
+        state = queue.attrs.get("twino")
+        if state is not None and self.by_key.get((state.channel, state.id)) is state:
+            del self.by_key[(state.channel, state.id)]
+
+    def release(self, client, channel=None):
+        """Before a member goes: its push/broadcast consumers leave without returning
+        unacked messages (every other member had them already)."""
+        for consumer in list(client.consumers.values()):
+            queue = consumer.queue
+            if (queue is not None and queue.mode in (PUSH_ALL, BROADCAST)
+                    and (channel is None or queue.channel is channel)):
+                self.broker.remove_consumer(consumer, requeue=False)
+
+    def member_consumer(self, conn):
+        """make_consumer for core Channel.join: one consumer per queue, id = queue name."""
+        client = conn.client
+
+        def make(queue):
+            state = queue.attrs["twino"]
+            return Consumer(queue.name, client, deliver, state.request_ack, None, None, None,
+                            (conn, state))
+        return make
+
+    # -- push -----------------------------------------------------------------------------------
+    def push(self, conn, frame):
+        """The hot path: one encode for every Twino consumer, then the core queue decides."""
+        state = self.by_key.get((frame.target, frame.content_type))
+        if state is None:
+            state, code = self.queue_for(frame.target, frame.content_type)
+            if code:
+                return self.push_failed(conn, frame, code, "not-found")
+        client_id = conn.client.id
+        wire_id = frame.message_id or (new_id() if state.use_message_id else None)
+        now = self.door.clock()
+        raw = encode(Frame(0x11, True, frame.high_priority, frame.ttl, frame.pending_response,
+                           state.request_ack, wire_id, None if state.hide_names else client_id,
+                           frame.target, frame.content_type, frame.headers, frame.content))
+        message = from_frame(frame, wire_id or new_id(), client_id, state.name, raw,
+                            state.raw_door, now,
+                            now + state.message_timeout if state.message_timeout else None)
+        queue = state.queue
+        refused = queue.refusal(message)
+        if refused is not None:
+            return self.push_failed(conn, frame, ResultCode.UNAUTHORIZED if refused == "stopped"
+                                    else ResultCode.LIMIT_EXCEEDED, refused)
+        observer = None
+        wants_ack = frame.pending_ack and wire_id is not None
+        if wants_ack and state.policy != "received":
+            observer = ProducerAck(conn, wire_id, state, state.policy == "relay")
+        queue.put_message(message, observer)
+        state.last_received = now
+        if wants_ack and observer is None:
+            conn.write(encode(server_ack(wire_id, state.channel, state.id)))
+        if frame.headers:
+            self.copies(conn, frame, state)
+        if state.produced:
+            self.door.events.produced(state, message, conn.client)
+
+    def push_failed(self, conn, frame, code, reason):
+        """A producer waiting for its ack gets a nack it can match (upstream sends only a
+        Response then, which such a producer never matches: B9); others the Response."""
+        state_target = frame.target
+        if frame.pending_ack and frame.message_id:
+            conn.write(encode(server_ack(frame.message_id, state_target, frame.content_type,
+                                         reason)))
+        elif frame.message_id:
+            conn.write(encode(Frame(MessageType.RESPONSE, message_id=frame.message_id,
+                                    target=state_target, content_type=code)))
+
+    def copies(self, conn, frame, state):
+        """CC: each `channel[;queueId[;messageId]]` gets a copy without the CC headers, under
+        its own channel and queue id (upstream keeps the original's: B10). No acks, no errors."""
+        targets = frame.header_values(Header.CC)
+        if not targets:
+            return
+        headers = [(k, v) for k, v in frame.headers if k.lower() != "cc"] or None
+        for spec in targets:
+            parts = [p.strip() for p in spec.split(";")]
+            try:
+                queue_id = int(parts[1]) if len(parts) > 1 and parts[1] else state.id
+            except ValueError:
+                continue
+            copy_state, code = self.queue_for(parts[0], queue_id)
+            if code:
+                continue
+            copy_id = parts[2] if len(parts) > 2 and parts[2] else new_id()
+            copy = Frame(0x11, False, frame.high_priority, 16, False, False, copy_id,
+                         frame.source, copy_state.channel, copy_state.id, headers, frame.content)
+            self.push_copy(conn, copy, copy_state)
+
+    def push_copy(self, conn, frame, state):
+        now = self.door.clock()
+        raw = encode(Frame(0x11, True, frame.high_priority, 16, False, state.request_ack,
+                           frame.message_id, None if state.hide_names else conn.client.id,
+                           frame.target, frame.content_type, frame.headers, frame.content))
+        message = from_frame(frame, frame.message_id, conn.client.id, state.name, raw,
+                            state.raw_door, now,
+                            now + state.message_timeout if state.message_timeout else None)
+        if state.queue.refusal(message) is None:
+            state.queue.put_message(message, None)
+
+    # -- consumer acks ----------------------------------------------------------------------------
+    def consumer_ack(self, conn, frame):
+        """A queue ack/nack; False when `conn` has no consumer for that channel and queue."""
+        consumer = conn.client.consumers.get(f"{frame.target}/{frame.content_type}")
+        if consumer is None or not frame.message_id:
+            return False
+        message_id = conn.aliases.pop(frame.message_id, frame.message_id) if conn.aliases \
+            else frame.message_id
+        reason = frame.header(Header.NACK_REASON) if frame.headers else None
+        door = self.door
+        door.current_ack = (consumer, frame)
+        try:
+            consumer.ack(message_id, reason is None, reason)
+        finally:
+            door.current_ack = None
+        return True
+
+    # -- pull -------------------------------------------------------------------------------------
+    def pull(self, conn, request):
+        """QueuePullRequest: exactly Count messages (upstream loses one more: B1), then End."""
+        if not request.message_id:
+            request.message_id = new_id()
+        state, code = self.queue_for(request.target, request.content_type)
+        write = conn.write
+        if code:
+            return write(encode(pull_status(request, NoContent.UNACCEPTABLE)))
+        if state.queue.mode != PULL:
+            return write(encode(pull_status(request, NoContent.UNACCEPTABLE)))
+        consumer = conn.client.consumers.get(state.name)
+        if consumer is None:
+            return write(encode(pull_status(request, NoContent.UNAUTHORIZED)))
+        try:
+            count = int((request.header(Header.COUNT) or "").strip())
+        except ValueError:
+            count = 0
+        if count < 1:
+            return write(encode(pull_status(request, NoContent.UNACCEPTABLE)))
+        clear = _CLEAR.get((request.header(Header.CLEAR) or "").strip().lower(), False)
+        info = (request.header(Header.INFO) or "").strip().lower() == "yes"
+        lifo = (request.header(Header.ORDER) or "").strip().upper() == "LIFO"
+        left = [] if info else None
+        entries = state.queue.pull(consumer, count, lifo, clear, left)
+        if not entries:
+            return write(encode(pull_status(request, NoContent.EMPTY)))
+        ack_bit = consumer.manual_ack
+        for index, entry in enumerate(entries):
+            extra = [(Header.REQUEST_ID, request.message_id), (Header.COUNT, str(count)),
+                     (Header.INDEX, str(index + 1))]
+            if left is not None:
+                extra += [(Header.PRIORITY_MESSAGES, str(left[index][0])),
+                          (Header.MESSAGES, str(left[index][1]))]
+            message = entry.message
+            if message.raw_door is state.raw_door:
+                write(append_headers(message.raw, extra,
+                                     FIRST_ACQUIRER | (_PENDING_ACK if ack_bit else 0),
+                                     0 if ack_bit else _PENDING_ACK))
+            else:
+                frame = queue_delivery(message, conn.wire_id(message.id), state.channel,
+                                       state.id, True, ack_bit, state.hide_names)
+                frame.headers = (frame.headers or []) + extra
+                write(encode(frame))
+        write(encode(pull_status(request, NoContent.END)))

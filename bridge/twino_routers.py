@@ -1,0 +1,146 @@
+"""Twino routers (Router frames 0x17, operations 651-663) on core streams.
+
+A router is the core stream of the same name with the router's route method. A queue
+binding binds queue `C/N` to that stream under the router's name, so the core does the
+distribute / round-robin / only-first choice among queues (in binding priority order). Direct
+bindings (a client id, `@name:`, `@type:`) are tried by the door after the queues: all of
+them when distributing, otherwise only when no queue took the message.
+"""
+import json
+
+from core import Message
+from core.stream import DISTRIBUTE, ONLY_FIRST, ROUND_ROBIN
+from protocols.twino.codec import Frame, Header, MessageType, NackReason, ResultCode, encode, \
+    new_id, response, server_ack
+from protocols.twino.models import binding_information, json_list, router_information
+
+METHODS = (DISTRIBUTE, ROUND_ROBIN, ONLY_FIRST)
+DIRECT_BINDING, QUEUE_BINDING = 0, 1
+
+
+class TwinoRouters:
+    def __init__(self, door):
+        self.door = door
+        self.broker = door.broker
+        self.routers = {}        # name -> {"method": int, "bindings": [dict]}
+
+    # -- operations -----------------------------------------------------------------------------
+    def list_routers(self, conn, frame):
+        return ResultCode.OK, json_list([
+            router_information(name=name, is_enabled=True, method=router["method"])
+            for name, router in self.routers.items()])
+
+    def create_router(self, conn, frame):
+        name = frame.target or ""
+        if not name:
+            return ResultCode.BAD_REQUEST
+        if name in self.routers:
+            return ResultCode.DUPLICATE
+        try:
+            method = int((frame.header(Header.ROUTE_METHOD) or "0").strip())
+            self.broker.stream(name).route = METHODS[method]
+        except (ValueError, IndexError):
+            return ResultCode.BAD_REQUEST
+        self.routers[name] = {"method": method, "bindings": []}
+        return ResultCode.OK
+
+    def remove_router(self, conn, frame):
+        router = self.routers.pop(frame.target or "", None)
+        if router is None:
+            return ResultCode.NOT_FOUND
+        stream = self.broker.streams.pop(frame.target)
+        for queue_name in list(stream.bindings):
+            stream.set_bindings(queue_name, ())
+        return ResultCode.OK
+
+    def list_bindings(self, conn, frame):
+        router = self.routers.get(frame.target or "")
+        if router is None:
+            return ResultCode.NOT_FOUND
+        return ResultCode.OK, json_list([binding_information(**b) for b in router["bindings"]])
+
+    def add_binding(self, conn, frame):
+        router = self.routers.get(frame.target or "")
+        if router is None:
+            return ResultCode.NOT_FOUND
+        try:
+            data = {k.lower(): v for k, v in json.loads(frame.content.decode("utf-8")).items()}
+            binding = {"name": str(data["name"]), "target": str(data["target"]),
+                       "content_type": int(data.get("contenttype") or 0),
+                       "priority": int(data.get("priority") or 0),
+                       "interaction": int(data.get("interaction") or 0),
+                       "binding_type": int(data.get("bindingtype") or 0),
+                       "method": data.get("method")}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return ResultCode.BAD_REQUEST
+        if binding["binding_type"] not in (DIRECT_BINDING, QUEUE_BINDING):
+            return ResultCode.UNACCEPTABLE          # HTTP and tag bindings are not offered
+        if binding["binding_type"] == QUEUE_BINDING:
+            _, code = self.door.queues.queue_for(binding["target"], binding["content_type"])
+            if code:
+                return code
+        router["bindings"] = [b for b in router["bindings"] if b["name"] != binding["name"]]
+        router["bindings"].append(binding)
+        self._bind_queues(frame.target, router)
+        return ResultCode.OK
+
+    def remove_binding(self, conn, frame):
+        router = self.routers.get(frame.target or "")
+        name = (frame.header(Header.BINDING_NAME) or "").strip()
+        kept = [b for b in router["bindings"] if b["name"] != name] if router else None
+        if router is None or len(kept) == len(router["bindings"]):
+            return ResultCode.NOT_FOUND
+        router["bindings"] = kept
+        self._bind_queues(frame.target, router)
+        return ResultCode.OK
+
+    def _bind_queues(self, name, router):
+        """Queue bindings onto the stream, highest priority first (the core keeps order)."""
+        router["bindings"].sort(key=lambda b: -b["priority"])
+        stream = self.broker.stream(name)
+        for queue_name in list(stream.bindings):
+            stream.set_bindings(queue_name, ())
+        for b in router["bindings"]:
+            if b["binding_type"] == QUEUE_BINDING:
+                stream.set_bindings(f"{b['target']}/{b['content_type']}", {name})
+
+    # -- publishing -----------------------------------------------------------------------------
+    def publish(self, conn, frame):
+        """Through the router; then an ack/nack (PendingAck) or Response 0/404 (PendingResponse)."""
+        name = frame.target or ""
+        router = self.routers.get(name)
+        client = conn.client
+        message_id = frame.message_id or new_id()
+        delivered = 0
+        if router is not None:
+            headers = dict(frame.headers) if frame.headers else None
+            message = Message(message_id, name, (frame.content,), headers, client.id, "twino", "",
+                              frame.high_priority, None, self.door.clock(), None, None,
+                              len(frame.content))
+            delivered = self.broker.streams[name].publish(message)
+            distribute = router["method"] == 0
+            for b in router["bindings"]:
+                if b["binding_type"] != DIRECT_BINDING or (delivered and not distribute):
+                    continue
+                delivered += self._direct(conn, frame, message_id, b)
+        if frame.pending_ack and frame.message_id:
+            conn.write(encode(server_ack(frame.message_id, name, frame.content_type,
+                                         None if delivered else NackReason.NO_CONSUMERS)))
+        if frame.pending_response and frame.message_id:
+            conn.write(encode(response(frame, ResultCode.OK if delivered else ResultCode.NOT_FOUND,
+                                       target=client.id)))
+
+    def _direct(self, conn, frame, message_id, binding):
+        receivers = self.door.direct.recipients(binding["target"])
+        if not receivers:
+            return 0
+        raw = encode(Frame(MessageType.DIRECT_MESSAGE, False, frame.high_priority, 16, False,
+                           False, message_id, conn.client.id, receivers[0].id if len(receivers)
+                           == 1 else binding["target"], binding["content_type"], frame.headers,
+                           frame.content))
+        message = Message(message_id, binding["target"], (frame.content,), None, conn.client.id,
+                          "twino", "", frame.high_priority, None, self.door.clock(), raw,
+                          "twino-direct", len(frame.content))
+        for receiver in receivers:
+            receiver.mailbox.send(message)
+        return 1
