@@ -369,14 +369,7 @@ class Queue:
     def _hand(self, c, entry):
         if c.credit is not None:
             c.credit -= 1
-        c.delivered += 1
-        self.delivered += 1
-        entry.deliveries += 1
-        if c.manual_ack:
-            c.unacked[entry.message.id] = entry
-            self._outstanding += 1
-            if self.ack_timeout:
-                self._ack_deadlines.append((self.broker.clock.now() + self.ack_timeout, c, entry))
+        self._track(c, entry)
         c.deliver(c, entry)
         if entry.observer is not None:
             entry.notify("sent", c)
@@ -410,15 +403,19 @@ class Queue:
         if clear and len(taken) < count:
             self.clear(clear)
         for entry in taken:
-            consumer.delivered += 1
-            self.delivered += 1
-            entry.deliveries += 1
-            if consumer.manual_ack:
-                consumer.unacked[entry.message.id] = entry
-                self._outstanding += 1
-                if self.ack_timeout:
-                    self._ack_deadlines.append((now + self.ack_timeout, consumer, entry))
+            self._track(consumer, entry)
         return taken
+
+    def _track(self, c, entry):
+        """Count a hand-over; a manual-ack consumer holds the entry until it settles."""
+        c.delivered += 1
+        self.delivered += 1
+        entry.deliveries += 1
+        if c.manual_ack:
+            c.unacked[entry.message.id] = entry
+            self._outstanding += 1
+            if self.ack_timeout:
+                self._ack_deadlines.append((self.broker.clock.now() + self.ack_timeout, c, entry))
 
     # -- periodic ----------------------------------------------------------------------
     def tick(self, now):
