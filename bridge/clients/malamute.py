@@ -1,0 +1,207 @@
+"""A blocking Malamute client on a pyzmq DEALER socket.
+
+Enough of ``mlm_client`` for tests, benchmarks and scripts, without libmlm:
+the calls that the real broker answers with OK (open, producer, consumer,
+worker, close) wait for it; the three sends never wait, so a script can
+pipeline as many as it likes.  Deliveries that arrive while a call waits
+for its OK or PONG are kept, in order, for ``recv``.
+"""
+
+import time
+from collections import deque
+from typing import NamedTuple
+
+import zmq
+
+from protocols.malamute import codec as c
+from protocols.malamute import zrex
+
+_DELIVERIES = {
+    c.StreamDeliver: "STREAM DELIVER",
+    c.MailboxDeliver: "MAILBOX DELIVER",
+    c.ServiceDeliver: "SERVICE DELIVER",
+}
+
+
+class MalamuteError(Exception):
+    """The broker answered ERROR (``code`` 300 or 500) or broke the protocol."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
+
+
+class MalamuteTimeout(MalamuteError, TimeoutError):
+    """No answer from the broker in time."""
+
+
+class Delivery(NamedTuple):
+    """A delivered message; ``command`` is spelled as ``mlm_client_command``."""
+    command: str
+    address: str        # stream, mailbox or service name
+    sender: str
+    subject: str
+    tracker: str
+    frames: tuple
+
+
+def _frames(frames):
+    return tuple(f.encode() if isinstance(f, str) else f for f in frames)
+
+
+class MalamuteClient:
+    """One session with a Malamute broker at ``endpoint`` (any libzmq endpoint).
+
+    ``address`` "" is anonymous (no mailbox).  ``timeout`` (seconds) bounds each
+    wait for an OK or PONG.  ``hwm`` sets both high-water marks (0 = unlimited).
+    """
+
+    def __init__(self, endpoint, address="", timeout=5.0, *, context=None, hwm=1000):
+        self.endpoint, self.address, self.timeout = endpoint, address, timeout
+        self._inbox = deque()
+        self._socket = (context or zmq.Context.instance()).socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.SNDHWM, hwm)
+        self._socket.setsockopt(zmq.RCVHWM, hwm)
+        self._socket.setsockopt(zmq.LINGER, 1000)
+        self._socket.connect(endpoint)
+        self.connected = False
+
+    def __enter__(self):
+        if not self.connected:
+            self.connect()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- raw commands -------------------------------------------------------
+
+    def send_command(self, command):
+        """Send any command (or a list of raw frames) without waiting."""
+        frames = command if isinstance(command, list) else c.encode(command)
+        self._socket.send_multipart(frames)
+
+    def recv_command(self, timeout=None):
+        """Next command from the broker, or None after ``timeout`` seconds
+        (default: the client's timeout).  Raises ``MalamuteDecodeError`` for a
+        frame that is not a command.
+        """
+        timeout = self.timeout if timeout is None else timeout
+        if not self._socket.poll(int(timeout * 1000)):
+            return None
+        return c.decode(self._socket.recv_multipart())
+
+    # -- session ------------------------------------------------------------
+
+    def connect(self):
+        """CONNECTION-OPEN and wait for the OK."""
+        self._call(c.ConnectionOpen(self.address))
+        self.connected = True
+
+    def ping(self):
+        """PING and wait for the PONG; returns the round trip in seconds."""
+        started = time.monotonic()
+        self.send_command(c.ConnectionPing())
+        self._wait(c.ConnectionPong)
+        return time.monotonic() - started
+
+    def close(self):
+        """CONNECTION-CLOSE (waiting for its OK if connected), then close the socket."""
+        if self._socket is None:
+            return
+        try:
+            if self.connected:
+                self._call(c.ConnectionClose())
+        finally:
+            self.connected = False
+            self._socket.close()
+            self._socket = None
+
+    # -- streams, mailboxes, services ---------------------------------------
+
+    def set_producer(self, stream):
+        """STREAM-WRITE: later ``send`` calls publish to ``stream``."""
+        self._call(c.StreamWrite(stream))
+
+    def set_consumer(self, stream, pattern=""):
+        """STREAM-READ; refuses an invalid zrex pattern locally, as libmlm does."""
+        self._check_pattern(pattern)
+        self._call(c.StreamRead(stream, pattern))
+
+    def remove_consumer(self, stream):
+        """STREAM-CANCEL: drop every pattern this client reads on ``stream``."""
+        self._call(c.StreamCancel(stream))
+
+    def set_worker(self, service, pattern=""):
+        """SERVICE-OFFER; refuses an invalid zrex pattern locally, as libmlm does."""
+        self._check_pattern(pattern)
+        self._call(c.ServiceOffer(service, pattern))
+
+    def send(self, subject, *frames):
+        """STREAM-SEND to the producer stream (no reply)."""
+        self.send_command(c.StreamSend(subject, _frames(frames)))
+
+    def sendto(self, address, subject, *frames, tracker="", timeout=0):
+        """MAILBOX-SEND (no reply); ``timeout`` in milliseconds, 0 = none."""
+        self.send_command(c.MailboxSend(address, subject, tracker, timeout, _frames(frames)))
+
+    def sendfor(self, service, subject, *frames, tracker="", timeout=0):
+        """SERVICE-SEND (no reply); ``timeout`` in milliseconds, 0 = none."""
+        self.send_command(c.ServiceSend(service, subject, tracker, timeout, _frames(frames)))
+
+    def recv(self, timeout=None):
+        """Next Delivery, or None after ``timeout`` seconds (None = forever)."""
+        if self._inbox:
+            return self._inbox.popleft()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+            if not self._socket.poll(left):
+                return None
+            command = c.decode(self._socket.recv_multipart())
+            if command.__class__ in _DELIVERIES:
+                return self._delivery(command)
+            if command.__class__ is c.Error:
+                self.connected = False
+                raise MalamuteError("broker answered ERROR %d" % command.code, command.code)
+            if command.__class__ is not c.ConnectionPong:
+                raise MalamuteError("unexpected %r" % (command,))
+
+    # -- internals ----------------------------------------------------------
+
+    @staticmethod
+    def _check_pattern(pattern):
+        if not zrex.valid(pattern):
+            raise ValueError("invalid zrex pattern %r" % (pattern,))
+
+    def _call(self, command):
+        self.send_command(command)
+        self._wait(c.Ok)
+
+    def _wait(self, expected):
+        """Wait for ``expected`` (OK or PONG), keeping deliveries for ``recv``."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._socket.poll(int(left * 1000) + 1):
+                raise MalamuteTimeout("no %s from %s" % (expected.__name__, self.endpoint))
+            command = c.decode(self._socket.recv_multipart())
+            cls = command.__class__
+            if cls is expected:
+                return command
+            if cls in _DELIVERIES:
+                self._inbox.append(self._delivery(command))
+            elif cls is c.Error:
+                self.connected = False      # 300 and 500 both mean: no session any more
+                raise MalamuteError("broker answered ERROR %d" % command.code, command.code)
+            elif cls is not c.ConnectionPong:
+                raise MalamuteError("unexpected %r" % (command,))
+
+    @staticmethod
+    def _delivery(command):
+        kind = _DELIVERIES[command.__class__]
+        if command.__class__ is c.StreamDeliver:
+            return Delivery(kind, command.address, command.sender, command.subject, "",
+                            command.content)
+        return Delivery(kind, command.address, command.sender, command.subject,
+                        command.tracker, command.content)
