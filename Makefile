@@ -24,6 +24,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]' --config-settings editable_mode=compat
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.malamute_bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -19,9 +19,29 @@ DEFAULTS = {
     },
     "malamute": {
         "listen": ["tcp://*:9999"],  # ZeroMQ endpoints (tcp://, ipc://), repeatable
+        "timeout": 60.0,             # seconds without any frame before a session expires
+        "check_interval": 1.0,       # one expiry sweep over every session this often
+        "mailbox_size_limit": "max",  # content bytes kept per mailbox; "max" = unlimited
+        "mailbox_size_warn": "max",   # log once when a mailbox holds more bytes than this
+        "service_queue_size_limit": "max",  # content bytes queued per service it creates
+        "high_water": 10000,         # messages queued towards one peer before it counts as slow
+        "credit": True,              # honour CREDIT from clients that send it (opt-in)
     },
     "twino": {
         "listen": ["tcp:22200"],     # Twisted endpoint strings
+        "node": "mqksbridge",        # node name in events and the instance list
+        "max_frame_size": 64 << 20,  # larger declared frames: connection closed, nothing buffered
+        "high_water": 256 * 1024,    # pending output bytes before a consumer is paused
+        "ping_interval": 120.0,      # idle seconds before the server PINGs a client
+        "ping_timeout": 10.0,        # seconds a PINGed client has to show any traffic
+        "handshake_timeout": 10.0,   # seconds to send protocol bytes and hello
+        "check_interval": 1.0,       # one sweep over every connection for the three above
+        "token": "",                 # when set, hellos must carry this Client-Token (else 401)
+        "allow_admin": True,         # false: admin operations (604-663) answer 401
+        "auto_create_channels": True,
+        "auto_create_queues": True,
+        "producer_ack": [],          # [[pattern, policy], ...] on "channel/queue-id", first wins
+        "producer_ack_default": "relay",  # received | sent | relay (the consumer's ack)
     },
 }
 

@@ -13,7 +13,7 @@ from bridge.clock import ReactorClock
 from bridge.outbox import FlushScheduler
 from core import Broker
 
-DOORS = ["mqks"]
+DOORS = ["mqks", "malamute", "twino"]
 
 
 class Options(usage.Options):

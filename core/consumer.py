@@ -51,10 +51,13 @@ class Consumer:
             self.ack(message_id)
 
     def reject(self, message_id):
-        """Return one message to the back of its queue with retry + 1."""
+        """Return one message to the back of its queue with retry + 1. An observer hears
+        'nack' (reason 'rejected') once: the verdict of the first consumer that tried."""
         entry = self.unacked.pop(message_id, None)
         if entry is None:
             return False
+        if entry.observer is not None:
+            entry.notify("nack", self, "rejected")
         if self.queue is not None:
             self.queue.requeue(entry, self)
         return True

@@ -64,7 +64,7 @@ class Queue:
         self.wait_for_ack = wait_for_ack
         self.only_first = only_first
         self.when_unused = when_unused
-        self._direct = self._fanout = False
+        self._direct = self._fanout = self._first_match = False
         self._refresh()
 
     def configure(self, **options):
@@ -83,6 +83,10 @@ class Queue:
                  and self.max_message_size is None)
         self._direct = plain and self.mode == ROUND_ROBIN
         self._fanout = plain and self.mode == PUSH_ALL
+        self._first_match = (self._filtered and self.mode == ROUND_ROBIN
+                             and not self.only_first and not self.wait_for_ack
+                             and self.max_messages is None and self.max_bytes is None
+                             and self.max_message_size is None)
 
     # -- configuration ----------------------------------------------------------------
     def set_mode(self, mode):
@@ -116,9 +120,9 @@ class Queue:
     def put_message(self, message, observer=None):
         """Stream entry point: False (and counted) when refused, never raises.
 
-        The common cases (plain round-robin with the next consumer ready, plain push-all
-        with every consumer ready, no backlog) hand the message straight over without
-        touching the deque.
+        The common cases (plain round-robin with the next consumer ready, filtered
+        round-robin with a matching consumer ready, plain push-all with every consumer
+        ready, no backlog) hand the message straight over without touching the deque.
         """
         entry = Entry(message, 0, observer)
         if self._direct and not self.entries and not self.priority and not self._dispatching:
@@ -138,6 +142,16 @@ class Queue:
                         self.delivered += 1
                         entry.deliveries = 1
                         c.deliver(c, entry)
+                    return True
+        elif self._first_match and not self.entries and not self.priority and not self._dispatching:
+            subject = message.subject           # what _dispatch_filtered does, minus the deque
+            consumers = self.consumers
+            for i, c in enumerate(consumers):
+                if (c.active and not c.client.paused and (c.credit is None or c.credit > 0)
+                        and (c.filter is None or c.filter.search(subject))):
+                    consumers.append(consumers.pop(i))
+                    self.received += 1
+                    self._hand(c, entry)
                     return True
         elif self._fanout and not self.entries and not self.priority and not self._dispatching:
             consumers = self.consumers
@@ -173,8 +187,11 @@ class Queue:
             self.clear()
         self.bytes += message.size
         (self.priority if message.priority else self.entries).append(entry)
-        if self.consumers and not self._dispatching:
-            self.dispatch()
+        if not self._dispatching:
+            for c in self.consumers:        # all paused (a burst): resume() dispatches
+                if not c.client.paused:
+                    self.dispatch()
+                    break
         return True
 
     def requeue(self, entry, consumer=None):

@@ -1,10 +1,13 @@
 """Named pub/sub exchange.
 
 A stream hands a message to every subscription whose matcher accepts the subject.
-Subscriptions are either *bindings* (deliver into a named queue; the queue is looked up
-at publish time, so bindings may exist before the queue does, as MQKS rebind allows) or
-*readers* (deliver straight to a client callback; Malamute STREAM-READ, Twino routers).
-Exact subjects are a dict lookup: that is the hot path.
+Subscriptions are *bindings* (deliver into a named queue; the queue is looked up at
+publish time, so bindings may exist before the queue does, as MQKS rebind allows),
+*router bindings* (queues that take every subject, chosen by the stream's route method:
+Twino routers, even over a stream another door publishes to) or *readers* (deliver straight
+to a client callback; Malamute STREAM-READ). Exact bindings always distribute, so a route
+method never changes what exact subscribers get. Exact subjects are a dict lookup: that is
+the hot path.
 """
 
 DISTRIBUTE, ROUND_ROBIN, ONLY_FIRST = "distribute", "round-robin", "only-first"
@@ -27,6 +30,7 @@ class Stream:
         self.exact = {}                # subject -> {queue_name: None}
         self.bindings = {}             # queue_name -> set(subjects)
         self.readers = []              # [Reader] with a matcher
+        self.routed = ()               # queue names bound to every subject, in order
         self._routes = {}              # subject -> tuple of live Queues (a cache)
         self._rr = 0
         self.published = 0
@@ -52,6 +56,10 @@ class Stream:
             self.bindings.pop(queue_name, None)
         self._routes.clear()
         return True
+
+    def set_routed(self, queue_names):
+        """Router bindings: these queues take every subject, by the route method."""
+        self.routed = tuple(queue_names)
 
     def queues_changed(self):
         """The broker created or deleted a queue: resolved routes may be stale."""
@@ -85,12 +93,11 @@ class Stream:
         if targets is None:
             targets = self._resolve(message.subject)
         if targets:
-            if self.route == DISTRIBUTE:
-                for queue in targets:
-                    if queue.put_message(message, None):
-                        delivered += 1
-            else:
-                delivered += self._route_one(targets, message)
+            for queue in targets:
+                if queue.put_message(message, None):
+                    delivered += 1
+        if self.routed:
+            delivered += self._route(message)
         if self.readers:
             subject = message.subject
             for reader in self.readers:
@@ -110,8 +117,13 @@ class Stream:
         self._routes[subject] = targets
         return targets
 
-    def _route_one(self, live, message):
-        """Round-robin or only-first over the bound queues (Twino router methods)."""
+    def _route(self, message):
+        """Router bindings: all of them, or round-robin / only-first (Twino route methods)."""
+        live = [q for q in map(self._queues.get, self.routed) if q is not None]
+        if not live:
+            return 0
+        if self.route == DISTRIBUTE:
+            return sum(1 for queue in live if queue.put_message(message, None))
         if self.route == ROUND_ROBIN:
             self._rr = (self._rr + 1) % len(live)
             live = live[self._rr:] + live[:self._rr]

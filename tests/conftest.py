@@ -6,6 +6,8 @@ from twisted.internet import defer, reactor
 from bridge import config as configuration
 from bridge.service import build
 from tests.support.lines import LineClient
+from tests.support.malamute import AsyncMalamute, RawPeer
+from tests.support.twino import AsyncTwino
 
 __all__ = ["LineClient"]
 
@@ -14,7 +16,8 @@ class RunningBroker:
     """The real service tree of bridge.service.build, every door on an ephemeral
     loopback port; `port(door)` tells where a door listens."""
 
-    LOOPBACK = {"mqks": "tcp:0:interface=127.0.0.1"}
+    LOOPBACK = {"mqks": "tcp:0:interface=127.0.0.1", "twino": "tcp:0:interface=127.0.0.1",
+                "malamute": "tcp://127.0.0.1:*"}
 
     def __init__(self, overrides=None):
         cfg = {door: {"listen": [endpoint]} for door, endpoint in self.LOOPBACK.items()}
@@ -22,6 +25,9 @@ class RunningBroker:
             cfg.setdefault(door, {}).update(values)
         self.config = configuration.load(overrides=cfg)
         self.top, self.broker, self.doors, self.listeners = build(self.config, reactor)
+        self.twino_clients = []
+        self.malamute_peers = []
+        self.malamute_clients = []
 
     async def start(self):
         self.top.startService()
@@ -32,18 +38,50 @@ class RunningBroker:
         return self
 
     def port(self, door):
-        return self.listeners[door][0].port.getHost().port
+        svc = self.listeners[door][0]
+        if hasattr(svc, "endpoints"):          # ZeroMQ: "tcp://127.0.0.1:PORT"
+            return int(svc.endpoints[0].rsplit(":", 1)[1])
+        return svc.port.getHost().port
+
+    def endpoint(self, door="malamute"):
+        """The first ZeroMQ endpoint a door bound, wildcard port resolved."""
+        return self.listeners[door][0].endpoints[0]
 
     @property
     def mqks_port(self):
         return self.port("mqks")
 
     async def stop(self):
+        for client in self.twino_clients:
+            client.client.close()
+        for peer in self.malamute_peers:
+            peer.close()
+        for client in self.malamute_clients:
+            if client.client._socket is not None:
+                client.client._socket.close(0)
         await self.top.stopService()
 
     async def mqks(self):
         """A connected MQKS line client."""
         return await LineClient.connect(self.mqks_port)
+
+    async def malamute_raw(self, address=None):
+        """A raw DEALER on the Malamute door; opened with `address` unless None."""
+        peer = RawPeer(self.endpoint("malamute"))
+        self.malamute_peers.append(peer)
+        return peer if address is None else await peer.open(address)
+
+    async def malamute(self, address="", **kwargs):
+        """A connected Malamute client (bridge.clients.malamute), calls run in threads."""
+        client = await AsyncMalamute.connect(self.endpoint("malamute"), address, **kwargs)
+        self.malamute_clients.append(client)
+        return client
+
+    async def twino(self, **kwargs):
+        """A connected Twino client: the blocking client, each call run in a thread."""
+        client = await AsyncTwino.connect(self.port("twino"), **kwargs)
+        self.twino_clients.append(client)
+        return client
 
 
 @pytest.fixture

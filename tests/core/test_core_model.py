@@ -177,6 +177,36 @@ def test_filters_round_robin_among_matching_and_unmatched_wait(broker):
     assert s2.ids == ["c1"] and len(q) == 0
 
 
+def test_filtered_direct_hand_over_matches_the_stored_path(broker):
+    """put_message's shortcut for filtered queues rotates, skips paused or creditless
+    consumers and unfiltered ones take anything, exactly like a stored dispatch."""
+    class Prefix:
+        def __init__(self, p):
+            self.p = p
+
+        def search(self, s):
+            return s.startswith(self.p)
+    subjects = ["req", "calc", "req", "req", "x", "req", "calc"]
+    results = []
+    for stored in (False, True):
+        q = broker.queue(f"svc-{stored}")
+        paused = Client("paused", "t")
+        paused.pause()
+        sinks = [consumer(broker, q, "w0", filter=Prefix("r"))[1],
+                 consumer(broker, q, "p", filter=Prefix(""), client=paused)[1],
+                 consumer(broker, q, "w1", filter=Prefix("c"))[1],
+                 consumer(broker, q, "any")[1]]
+        q.consumers[2].credit = 1
+        if stored:
+            q.set_mode(qmod.PAUSED)
+        for i, subject in enumerate(subjects):
+            q.put_message(msg(i, subject=subject))
+        if stored:
+            q.set_mode(qmod.ROUND_ROBIN)
+        results.append([sink.ids for sink in sinks])
+    assert results[0] == results[1] == [["0", "3", "5"], [], ["1"], ["2", "4", "6"]]
+
+
 def test_push_all_stores_until_member_then_delivers_to_all(broker):
     q = broker.queue("ch/1", mode=qmod.PUSH_ALL)
     q.put_message(msg(1))

@@ -1,0 +1,124 @@
+"""Malamute door benchmark: throughput per kind, round trip, idle RSS, a 1M burst.
+
+stream: every message matches the reader (delivered = sent); stream-perftest: mlm_perftest's
+mix, half the messages match; burst: 1M stream messages to a reader taking 10k/s with
+libzmq's default receive HWM, so the broker must drop what the reader cannot take.
+
+    python -m bench.malamute_bench [--quick] [--runs stream,mailbox,...]
+
+Server, writer and reader are separate processes (bench.malamute_load). The server's
+CPU and RSS come from /proc; the generator's CPU is the children's rusage, reported so
+we can see whether it, not the broker, was the limit. Results go to
+bench/results/malamute-latest.json. Reference (malamute 1.2.0, same kind of box):
+stream ~50k delivered/s, mailbox ~38k/s, service ~130k/s, RTT ~500 us, idle 7.2 MB,
+1.17 GB after a 1M stream burst.
+"""
+import argparse
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+
+from bench.procstat import cpu_seconds, rss_mb
+
+PY = sys.executable
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# name: (mode, messages, quick messages, slow reader)
+RUNS = {
+    "stream": ("stream", 300_000, 50_000, False),
+    "stream-perftest": ("perftest", 200_000, 30_000, False),
+    "mailbox": ("mailbox", 300_000, 50_000, False),
+    "service": ("service", 300_000, 50_000, False),
+    "burst-1M-slow-reader": ("stream", 1_000_000, 200_000, True),
+}
+
+
+def free_endpoint():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+def spawn(*args):
+    return subprocess.Popen([PY, "-m", "bench.malamute_load", *args], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def last_json(proc):
+    out = proc.stdout.read().strip().splitlines()
+    proc.wait()
+    return json.loads(out[-1])
+
+
+def run(name, endpoint, server_pid, quick):
+    mode, n, n_quick, slow = RUNS[name]
+    n = n_quick if quick else n
+    reader = spawn("reader", endpoint, mode, str(n), *(["--slow"] if slow else []))
+    assert reader.stdout.readline().strip() == "ready"
+    time.sleep(0.2)
+    writer = spawn("writer", endpoint, mode, str(n))
+    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0, peak = cpu_seconds(server_pid), rss_mb(server_pid)
+    writer.stdin.write("go\n")
+    writer.stdin.flush()
+    while reader.poll() is None or writer.poll() is None:
+        peak = max(peak, rss_mb(server_pid))
+        time.sleep(0.05)
+    w, r = last_json(writer), last_json(reader)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    gen_cpu = sum(getattr(children, f) - getattr(children0, f) for f in ("ru_utime", "ru_stime"))
+    seconds = (r["last_ns"] - w["start_ns"]) / 1e9
+    server_cpu = cpu_seconds(server_pid) - cpu0
+    return {
+        "run": name, "mode": mode, "messages": n, "delivered": r["count"],
+        "dropped_for_slow_reader": n - r["count"],
+        "seconds": round(seconds, 3),
+        "delivered_per_s": round(r["count"] / seconds),
+        "sent_per_s": round(n * (2 if mode == "perftest" else 1) / ((w["end_ns"] - w["start_ns"]) / 1e9)),
+        "server_cpu_s": round(server_cpu, 2),
+        "generator_cpu_s": round(gen_cpu, 2),
+        "server_peak_rss_mb": round(peak, 1),
+        "server_rss_after_mb": round(rss_mb(server_pid), 1),
+    }
+
+
+def round_trip(endpoint, quick):
+    proc = spawn("rtt", endpoint, str(1000 if quick else 5000))
+    result = last_json(proc)
+    return {"run": "mailbox-rtt", **{k: round(v, 1) for k, v in result.items()}}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--runs", default=",".join(RUNS))
+    args = parser.parse_args()
+    endpoint = free_endpoint()
+    server = spawn("server", endpoint)
+    results = []
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        results.append({"run": "idle", "server_rss_mb": round(rss_mb(server.pid), 1)})
+        print(results[-1], flush=True)
+        results.append(round_trip(endpoint, args.quick))       # on a quiet broker
+        print(results[-1], flush=True)
+        for name in args.runs.split(","):
+            results.append(run(name, endpoint, server.pid, args.quick))
+            print(results[-1], flush=True)
+    finally:
+        server.terminate()
+        server.wait(10)
+    out = os.path.join(HERE, "results")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "malamute-latest.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Core Message <-> Malamute DELIVER frames (DESIGN §4, docs/mapping.md "to Malamute").
+
+Malamute publishes carry their finished DELIVER header in `Message.raw`: the SEND header
+already holds the DELIVER's trailing fields in the same order, so the publisher builds
+the header once and every reader relays it with the content frames untouched. Each kind
+of DELIVER has its own `raw_door` tag, because a stream message can reach a queue (the
+shared namespace) and must then leave as a SERVICE-DELIVER.
+
+Foreign messages: sender = the publisher's client id, subject = subject, tracker = the
+tracker the publisher gave (a Twino direct message's id), content = the frames. Malamute has
+no place for headers, so they are dropped. A string field holds 255 bytes and no NUL: a
+longer one, or one with a NUL, raises Unrepresentable (the C setter would cut it; we never
+do).
+"""
+from bridge.convert import Unrepresentable
+from core import Message
+from protocols.malamute.codec import (encode_mailbox_deliver, encode_service_deliver,
+                                      encode_stream_deliver)
+
+ORIGIN = "malamute"
+RAW_STREAM, RAW_MAILBOX, RAW_SERVICE = "malamute/stream", "malamute/mailbox", "malamute/service"
+
+_STREAM_DELIVER = b"\xaa\xa8\x08"
+_MAILBOX_DELIVER = b"\xaa\xa8\x0a"
+_SERVICE_DELIVER = b"\xaa\xa8\x0d"
+_LEN = [bytes((n,)) for n in range(256)]
+
+
+def field(text):
+    """One length-prefixed string field (at most 255 bytes)."""
+    raw = text.encode("utf-8", "surrogateescape")
+    if len(raw) > 255:
+        raise Unrepresentable(f"{text[:40]!r}... is longer than a Malamute string (255 bytes)")
+    return _LEN[len(raw)] + raw
+
+
+def refusal(message):
+    """Why a Malamute client could not receive `message`, or None: its strings are C
+    strings of at most 255 bytes, without NUL."""
+    for what in (message.subject, message.sender, message.tracker or ""):
+        if len(what.encode("utf-8", "surrogateescape")) > 255:
+            return f"{what[:40]!r}... is longer than a Malamute string (255 bytes)"
+        if "\x00" in what:
+            return f"{what[:40]!r} holds a NUL, which a Malamute string cannot"
+    return None
+
+
+def _fits(message):
+    reason = refusal(message)
+    if reason is not None:
+        raise Unrepresentable(reason)
+
+
+def stream_prefix(stream, sender):
+    """STREAM-DELIVER header up to the subject: constant per writer and stream."""
+    return _STREAM_DELIVER + field(stream) + field(sender)
+
+
+def mailbox_prefix(sender):
+    """MAILBOX-DELIVER header up to the address: constant per sending session."""
+    return _MAILBOX_DELIVER + field(sender)
+
+
+def service_prefix(sender):
+    return _SERVICE_DELIVER + field(sender)
+
+
+# -- Malamute publish -> core Message -----------------------------------------------------
+# `header` is the SEND's header frame; its bytes after the command id are the DELIVER's
+# fields after the sender (a MAILBOX/SERVICE-SEND ends with a 4-byte timeout to cut).
+
+def stream_message(id, peer, subject, content, header):
+    return Message(id, subject, content, None, peer.address, ORIGIN, "", False, None, 0.0,
+                   peer.stream_prefix + header[3:], RAW_STREAM)
+
+
+def mailbox_message(id, peer, send, header, expires_at):
+    return Message(id, send.subject, send.content, None, peer.address, ORIGIN, send.tracker,
+                   False, expires_at, 0.0, peer.mail_prefix + header[3:-4], RAW_MAILBOX)
+
+
+def service_message(id, peer, send, header, expires_at):
+    return Message(id, send.subject, send.content, None, peer.address, ORIGIN, send.tracker,
+                   False, expires_at, 0.0, peer.service_prefix + header[3:-4], RAW_SERVICE)
+
+
+# -- core Message -> DELIVER frames --------------------------------------------------------
+
+def stream_frames(stream, message):
+    """STREAM-DELIVER for any message read from `stream`."""
+    if message.raw_door == RAW_STREAM:
+        return [message.raw, *message.frames]
+    _fits(message)
+    return encode_stream_deliver(stream, message.sender, message.subject, message.frames)
+
+
+def mailbox_frames(address, message):
+    """MAILBOX-DELIVER for any message stored in or sent to mailbox `address`."""
+    if message.raw_door == RAW_MAILBOX:
+        return [message.raw, *message.frames]
+    _fits(message)
+    return encode_mailbox_deliver(message.sender, address, message.subject,
+                                  message.tracker or "", message.frames)
+
+
+def service_frames(service, message):
+    """SERVICE-DELIVER for any message taken from queue `service`."""
+    if message.raw_door == RAW_SERVICE:
+        return [message.raw, *message.frames]
+    _fits(message)
+    return encode_service_deliver(message.sender, service, message.subject,
+                                  message.tracker or "", message.frames)

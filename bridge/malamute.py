@@ -1,0 +1,263 @@
+"""The Malamute door: ZeroMQ ROUTER sessions onto the core model (DESIGN §3).
+
+Sessions are keyed by routing id. Only open sessions are kept: a peer in the start state
+owns nothing, so garbage from many routing ids costs no memory. Streams, mailboxes and
+services are the core's streams, mailboxes and queues, shared with every other door.
+A real mlm_client halts on anything unexpected, so this door only ever sends OK 200,
+ERROR 300/500, PONG and the three DELIVERs (specs/malamute.md, "Broker semantics").
+"""
+import itertools
+from collections import Counter
+
+from twisted.logger import Logger
+
+from bridge.convert.malamute import (mailbox_message, mailbox_prefix, service_message,
+                                     service_prefix, stream_message, stream_prefix)
+from bridge.malamute_peer import Peer
+from bridge.malamute_socket import MalamuteService
+from core import Client, Consumer
+from core.mailbox import DROPPED
+from protocols.malamute import codec, zrex
+from protocols.malamute import session as ev
+from protocols.malamute.codec import (COMMAND_INVALID, FAILED, MalamuteDecodeError, decode,
+                                      encode_error)
+from protocols.malamute.session import Session
+
+DOOR = "malamute"
+log = Logger(namespace="mqksbridge.malamute")
+
+ERROR_500 = encode_error(COMMAND_INVALID)
+STREAM_SEND = codec.StreamSend.ID
+_REPLIES = {id(ev.OK): codec.OK, id(ev.PONG): codec.PONG,      # the session's replies,
+            id(ev.ERROR_INVALID): ERROR_500, id(ev.ERROR_FAILED): encode_error(FAILED)}
+
+
+def limit(value):
+    """Config byte limits: an int, or "max" (the original's spelling of unlimited)."""
+    return None if value in ("max", None) else int(value)
+
+
+class MalamuteDoor:
+    """Door-wide state: open sessions, address owners, counters, the expiry sweep."""
+
+    def __init__(self, broker, *, timeout=60.0, check_interval=1.0, mailbox_size_limit=None,
+                 mailbox_size_warn=None, service_queue_size_limit=None, credit=True):
+        self.broker = broker
+        self.transport = None            # set by build(): send/blocked over the ROUTER
+        self.peers = {}                  # routing id -> Peer (open sessions only)
+        self.owners = {}                 # mailbox address -> Peer
+        self.counters = Counter()
+        self.mailbox_limit = mailbox_size_limit
+        self.mailbox_warn = mailbox_size_warn
+        self.service_limit = service_queue_size_limit
+        self.credit = credit
+        self.generation = 0              # advanced by every expiry sweep
+        self.max_age = max(1, round(timeout / check_interval))
+        self._id = map("mlm-%d".__mod__, itertools.count(1)).__next__   # message ids
+        self._warned = set()             # mailboxes over their warn level
+        self.losses = Counter()          # (what, name) dropped since the last sweep, for the log
+        self._handlers = {
+            ev.Close: self.end, ev.Drop: self.end, ev.StreamWrite: self._stream_write,
+            ev.StreamRead: self._stream_read, ev.StreamCancel: self._stream_cancel,
+            ev.ServiceOffer: self._service_offer, ev.Credit: self._credit,
+        }
+        self._sends = {STREAM_SEND: self._stream_send, codec.MailboxSend.ID: self._mailbox_send,
+                       codec.ServiceSend.ID: self._service_send}   # by command id
+
+    # -- input --------------------------------------------------------------------------
+    def received(self, rid, frames):
+        """One multipart message from routing id `rid` (routing frame removed).
+
+        An open session passes the three SENDs straight through (STREAM-SEND once a
+        stream is chosen), so those skip the state machine: a third of the hot path.
+        """
+        peer = self.peers.get(rid)
+        if peer is None:
+            session = Session()
+        else:
+            peer.seen = self.generation
+            head = frames[0] if frames else b""
+            send = self._sends.get(head[2]) if len(head) > 2 else None
+            if send is not None and (peer.writer is not None or head[2] != STREAM_SEND):
+                try:
+                    self._guarded(send, peer, decode(frames), head)
+                except MalamuteDecodeError as exc:
+                    self._malformed(exc)
+                return
+            session = peer.session
+        outcome = session.receive_frames(frames)
+        if outcome.error is not None:
+            self._malformed(outcome.error)
+            return
+        reply = outcome.reply
+        if reply is not None:
+            self.transport.send(rid, _REPLIES.get(id(reply)) or codec.encode(reply))
+        for event in outcome.events:
+            if peer is None:                 # only an OPEN leaves the start state
+                self._open(rid, session, event.address)
+            else:
+                self._guarded(self._handlers[event.__class__], peer, event, frames[0])
+
+    def _guarded(self, handler, peer, command, header):
+        try:
+            handler(peer, command, header)
+        except Exception:                    # a bug costs this session, never the broker
+            log.failure("malamute command failed: {command!r}", command=command)
+            self.transport.send(peer.rid, ERROR_500)
+            self.end(peer)
+
+    def _malformed(self, error):
+        self.counters["malformed"] += 1
+        self.losses["malformed frame", error.reason] += 1
+
+    # -- session lifecycle ----------------------------------------------------------------
+    def _open(self, rid, session, address):
+        """OK is out already: take the address over, then release its stored mail."""
+        client = Client(f"malamute/{rid.hex()}", DOOR, name=address, type="malamute",
+                        address=rid.hex())
+        self.broker.connect(client)
+        peer = self.peers[rid] = Peer(self, rid, session, client, address, self.generation)
+        peer.mail_prefix = mailbox_prefix(address)
+        peer.service_prefix = service_prefix(address)
+        self.counters["opened"] += 1
+        if address:
+            old = self.owners.get(address)
+            if old is not None:
+                self.counters["takeovers"] += 1
+                log.info("malamute address {address!r} taken over", address=address)
+                old.session.expire("takeover")
+                self.end(old)
+            self.owners[address] = peer
+            self._mailbox(address).attach(client, peer.mailbox)
+
+    def end(self, peer, event=None, header=None):
+        """Forget a session: offers, reads and mailbox go; unsent requests are requeued."""
+        if peer.gone:
+            return
+        peer.gone = True
+        if self.peers.get(peer.rid) is peer:
+            del self.peers[peer.rid]
+        if peer.address and self.owners.get(peer.address) is peer:
+            del self.owners[peer.address]
+        self.broker.disconnect(peer.client)
+
+    def vanished(self, peer):
+        """The socket says the peer is gone (disconnected without CLOSE)."""
+        self.counters["vanished"] += 1
+        peer.session.expire("vanished")
+        self.end(peer)
+
+    def _credit(self, peer, event, header):
+        """Ignored (like the original) unless enabled: then the client's service offers
+        only take as many requests as it granted."""
+        if not self.credit:
+            return
+        peer.credit = True
+        for consumer in peer.offers.values():
+            consumer.add_credit(event.amount)
+
+    # -- streams ------------------------------------------------------------------------
+    def _stream_write(self, peer, command, header):
+        peer.writer = self.broker.stream(command.stream)
+        peer.stream_prefix = stream_prefix(command.stream, peer.address)
+
+    def _stream_read(self, peer, command, header):
+        stream = self.broker.stream(command.stream)
+        stream.add_reader(peer.client, command.pattern, zrex.compile(command.pattern),
+                          peer.stream)
+        peer.client.streams.add(command.stream)
+
+    def _stream_cancel(self, peer, command, header):
+        self.broker.stream(command.stream).remove_readers(peer.client)
+        peer.client.streams.discard(command.stream)
+
+    def _stream_send(self, peer, command, header):
+        peer.writer.publish(stream_message(self._id(), peer, command.subject,
+                                           command.content, header), peer.client)
+
+    # -- mailboxes ------------------------------------------------------------------------
+    def _mailbox(self, address):
+        mailbox = self.broker.mailboxes.get(address)
+        if mailbox is None:
+            mailbox = self.broker.mailbox(address)
+            mailbox.limit_bytes = self.mailbox_limit
+        return mailbox
+
+    def _expiry(self, timeout):
+        return self.broker.clock.now() + timeout / 1000.0 if timeout else None
+
+    def _mailbox_send(self, peer, command, header):
+        mailbox = self._mailbox(command.address)
+        message = mailbox_message(self._id(), peer, command, header,
+                                  self._expiry(command.timeout))
+        if mailbox.send(message) == DROPPED:
+            self.counters["mailbox_dropped"] += 1
+            self.losses["mail over the limit of mailbox", command.address] += 1
+        elif (self.mailbox_warn is not None and mailbox.bytes > self.mailbox_warn
+              and mailbox.name not in self._warned):
+            self._warned.add(mailbox.name)
+            log.warn("malamute mailbox {name!r} holds {size} bytes", name=mailbox.name,
+                     size=mailbox.bytes)
+
+    # -- services -------------------------------------------------------------------------
+    def _service(self, name):
+        queue = self.broker.queues.get(name)
+        if queue is None:
+            queue = self.broker.queue(name)
+            if self.service_limit is not None:
+                queue.configure(max_bytes=self.service_limit)
+        return queue
+
+    def _service_send(self, peer, command, header):
+        queue = self._service(command.address)
+        message = service_message(self._id(), peer, command, header,
+                                  self._expiry(command.timeout))
+        if not queue.put_message(message):
+            self.counters["service_dropped"] += 1
+            self.losses["request refused by service", command.address] += 1
+
+    def _service_offer(self, peer, command, header):
+        """The OK is out first, so the new offer may then pick up waiting requests."""
+        key = (command.service, command.pattern)
+        if key not in peer.offers:
+            consumer = Consumer(f"{peer.client.id}/{len(peer.offers)}", peer.client,
+                                peer.service, filter=zrex.compile(command.pattern),
+                                credit=0 if peer.credit else None)
+            peer.offers[key] = consumer
+            self.broker.add_consumer(self._service(command.service), consumer)
+
+    # -- time -------------------------------------------------------------------------------
+    def sweep(self):
+        """Once per check interval: expire silent sessions, re-arm warnings, report."""
+        self.generation += 1
+        oldest = self.generation - self.max_age
+        for peer in [p for p in self.peers.values() if p.seen < oldest]:
+            self.counters["expired"] += 1
+            peer.session.expire()
+            self.end(peer)
+        if self._warned:
+            mailboxes = self.broker.mailboxes
+            self._warned = {name for name in self._warned if name in mailboxes
+                            and mailboxes[name].bytes > self.mailbox_warn / 2}
+        if self.losses:
+            for (what, name), count in self.losses.items():
+                log.warn("malamute: {count} x {what} {name!r}", what=what, name=name,
+                         count=count)
+            self.losses.clear()
+
+
+def build(config, broker, scheduler, reactor):
+    """The Malamute door and one service binding every configured ZeroMQ endpoint."""
+    settings = config["malamute"]
+    door = MalamuteDoor(
+        broker, timeout=float(settings["timeout"]),
+        check_interval=float(settings["check_interval"]),
+        mailbox_size_limit=limit(settings["mailbox_size_limit"]),
+        mailbox_size_warn=limit(settings["mailbox_size_warn"]),
+        service_queue_size_limit=limit(settings["service_queue_size_limit"]),
+        credit=bool(settings["credit"]))
+    if not settings["listen"]:
+        return door, []
+    return door, [MalamuteService(reactor, door, settings["listen"],
+                                  high_water=int(settings["high_water"]),
+                                  check_interval=float(settings["check_interval"]))]

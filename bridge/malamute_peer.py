@@ -1,0 +1,79 @@
+"""One open Malamute session as the core sees it: a Client plus its three delivery paths.
+
+Backpressure: streams have no storage in Malamute, so a stream message for a peer whose
+send backlog is over the mark is dropped and counted. Mailbox and service deliveries
+must not be lost, so the peer's core Client is paused instead (the core keeps them) and
+resumed once the backlog drains. A service request that cannot be handed to the socket
+(the peer vanished) goes back to its queue. A foreign message Malamute cannot carry (a
+subject over 255 bytes) is dropped for this peer, counted and logged, never cut.
+"""
+from bridge.convert import Unrepresentable, dropped
+from bridge.convert.malamute import mailbox_frames, service_frames, stream_frames
+
+
+class Peer:
+    __slots__ = ("rid", "door", "session", "client", "address", "seen", "writer", "stream_prefix",
+                 "mail_prefix", "service_prefix", "offers", "credit", "gone")
+
+    def __init__(self, door, rid, session, client, address, seen):
+        self.rid = rid
+        self.door = door
+        self.session = session        # protocols.malamute.session.Session (connected)
+        self.client = client
+        self.address = address
+        self.seen = seen              # the door's sweep generation at the last frame
+        self.writer = None            # core Stream set by STREAM-WRITE
+        self.stream_prefix = None     # STREAM-DELIVER header up to the subject
+        self.mail_prefix = None       # filled by the door: MAILBOX-DELIVER up to address
+        self.service_prefix = None
+        self.offers = {}              # (service, pattern) -> Consumer
+        self.credit = False           # the client opted into credit-based service flow
+        self.gone = False
+
+    # -- delivery callbacks handed to the core --------------------------------------------
+    def stream(self, stream_name, message):
+        door = self.door
+        if self.gone or door.transport.blocked(self.rid):
+            door.counters["stream_dropped"] += 1
+            door.losses["stream copy for slow reader", self.address] += 1
+            return
+        frames = self._frames(stream_frames, stream_name, message)
+        if frames is not None:
+            self._send(frames)
+
+    def mailbox(self, mailbox, message):
+        frames = self._frames(mailbox_frames, mailbox.name, message)
+        if frames is not None and (self.gone or not self._send(frames)):
+            mailbox.restore(message)
+
+    def service(self, consumer, entry):
+        queue = consumer.queue
+        frames = self._frames(service_frames, queue.name, entry.message)
+        if frames is None:
+            entry.notify("nack", consumer, "unrepresentable")
+        elif self.gone or not self._send(frames):
+            queue.requeue(entry)
+
+    def _frames(self, convert, name, message):
+        """The DELIVER frames, or None (counted, logged) when Malamute cannot carry it."""
+        try:
+            return convert(name, message)
+        except Unrepresentable as exc:
+            dropped(self.door.broker, "malamute", message, exc.reason)
+            return None
+
+    def _send(self, frames):
+        """Hand frames to the socket; False (and the session ends) if the peer is gone."""
+        door = self.door
+        if not door.transport.send(self.rid, frames):
+            door.vanished(self)
+            return False
+        if door.transport.blocked(self.rid) and not self.client.paused:
+            self.client.pause()
+            door.transport.when_drained(self.rid, self.drained)
+        return True
+
+    def drained(self):
+        """The transport's backlog for this peer fell below the mark."""
+        if not self.gone:
+            self.client.resume()

@@ -1,0 +1,86 @@
+"""Malamute peers for tests against the broker running in the test reactor.
+
+Nothing here may block the reactor: raw DEALER peers poll their socket and yield
+between tries; the blocking MalamuteClient runs each call in a worker thread.
+"""
+import zmq
+from twisted.internet import reactor, task, threads
+
+from bridge.clients.malamute import MalamuteClient
+from protocols.malamute import codec
+
+
+class AsyncMalamute:
+    """bridge.clients.malamute.MalamuteClient with every method awaitable (one thread
+    at a time uses the socket: each call is awaited before the next)."""
+
+    def __init__(self, client):
+        self.client = client
+
+    @classmethod
+    async def connect(cls, endpoint, address="", **kwargs):
+        client = MalamuteClient(endpoint, address, **kwargs)
+        await threads.deferToThread(client.connect)
+        return cls(client)
+
+    def run(self, fn):
+        """fn(client) in a worker thread: many calls for one await."""
+        return threads.deferToThread(fn, self.client)
+
+    def __getattr__(self, name):
+        method = getattr(self.client, name)
+        return lambda *args, **kwargs: threads.deferToThread(method, *args, **kwargs)
+
+
+class RawPeer:
+    """One DEALER socket speaking Malamute frames (or any bytes) to the broker."""
+
+    def __init__(self, endpoint, context=None):
+        self.sock = (context or zmq.Context.instance()).socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(endpoint)
+
+    def send(self, *commands):
+        for command in commands:
+            self.sock.send_multipart(codec.encode(command))
+
+    def send_frames(self, frames):
+        self.sock.send_multipart(frames)
+
+    async def frames(self, timeout=2.0):
+        """The next multipart message; TimeoutError if none arrives in time."""
+        deadline = reactor.seconds() + timeout
+        while True:
+            try:
+                return self.sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                if reactor.seconds() > deadline:
+                    raise TimeoutError("nothing received") from None
+                await task.deferLater(reactor, 0.002, lambda: None)
+
+    async def recv(self, timeout=2.0):
+        return codec.decode(await self.frames(timeout))
+
+    async def call(self, command, timeout=2.0):
+        self.send(command)
+        return await self.recv(timeout)
+
+    async def nothing(self, wait=0.2):
+        """Assert that nothing arrives within `wait` seconds."""
+        try:
+            got = await self.frames(wait)
+        except TimeoutError:
+            return
+        raise AssertionError(f"unexpected frames {got!r}")
+
+    async def open(self, address=""):
+        reply = await self.call(codec.ConnectionOpen(address))
+        assert reply == codec.Ok(200, ""), reply
+        return self
+
+    def close(self):
+        self.sock.close(0)
+
+
+async def sleep(seconds):
+    await task.deferLater(reactor, seconds, lambda: None)
