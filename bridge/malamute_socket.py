@@ -50,26 +50,12 @@ class MalamuteSocket(RouterReader):
     def __init__(self, reactor, on_message, endpoints, **options):
         super().__init__(reactor, on_message, endpoints, context=FastContext.instance(),
                          **options)
-        self._waiting = {}            # routing id -> called once its backlog is gone
 
     def send(self, routing_id, frames):
         """False only when the peer is unreachable (disconnected)."""
         gone = self.unroutable
         super().send(routing_id, frames)
         return self.unroutable == gone
-
-    def blocked(self, routing_id):
-        return routing_id in self._backlog
-
-    def when_drained(self, routing_id, callback):
-        self._waiting[routing_id] = callback
-
-    def _flush(self):
-        super()._flush()
-        if self._waiting:
-            drained = [rid for rid in self._waiting if rid not in self._backlog]
-            for rid in drained:
-                self._waiting.pop(rid)()
 
 
 class MalamuteService(service.Service):

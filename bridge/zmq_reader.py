@@ -53,6 +53,7 @@ class RouterReader:
         self.retry_interval = retry_interval
         self._socket = None
         self._backlog = {}          # routing id -> deque of frame lists
+        self._drained = {}          # routing id -> callback once its backlog is gone
         self.backlogged = 0
         self._pass = None           # pending callLater for the next read pass
         self._retry = None          # pending callLater for a backlog retry
@@ -219,9 +220,24 @@ class RouterReader:
                 del self._backlog[routing_id]
         if self._backlog and self._retry is None:
             self._retry = self._reactor.callLater(self.retry_interval, self._retry_flush)
+        if self._drained:
+            for rid in [rid for rid in self._drained if rid not in self._backlog]:
+                self._drained.pop(rid)()
+
+    def blocked(self, routing_id):
+        """Whether sends to this peer are waiting in its backlog (its pipe is full)."""
+        return routing_id in self._backlog
+
+    def when_drained(self, routing_id, callback):
+        """Call `callback()` once this peer's backlog has been sent (or at once if none)."""
+        if routing_id in self._backlog:
+            self._drained[routing_id] = callback
+        else:
+            callback()
 
     def forget(self, routing_id):
         """Discard a peer's backlog (its session ended); returns how many were dropped."""
+        self._drained.pop(routing_id, None)
         queue = self._backlog.pop(routing_id, None)
         if not queue:
             return 0
