@@ -11,11 +11,11 @@ import string
 from twisted.internet import protocol
 from twisted.logger import Logger
 
-from bridge.convert.mqks import delivery_tail
+from bridge.convert import mqks as convert
 from bridge.names import to_name, to_wire
 from bridge.listeners import ListenerService
 from bridge.outbox import Outbox
-from core import Client, Consumer, Message
+from core import Client, Consumer
 from protocols.mqks.framing import LineFramer, LineTooLong
 from protocols.mqks.masks import apply_rebind
 from protocols.mqks.replies import (error, error_id, ok, update, update_payload,
@@ -35,13 +35,12 @@ class MqksError(Exception):
 
 
 def _deliver(consumer, entry):
-    """Write one delivery line; same-door messages relay their pre-built tail."""
+    """Write one delivery line (same-door messages relay their pre-built tail)."""
     prefix, write = consumer.tag
-    message = entry.message
-    if entry.retry == 0 and message.raw_door == DOOR:
-        write(prefix + message.raw)
-    else:
-        write(prefix + delivery_tail(message, entry.retry))
+    write(prefix + _delivery(entry.message, entry.retry))
+
+
+_delivery, _message = convert.delivery, convert.message
 
 
 class MqksDoor:
@@ -106,10 +105,7 @@ class MqksDoor:
         subject = self._subjects.get(event)
         if subject is None:
             subject = self._subject(event)
-        self._route(Message(
-            req_id.decode("utf-8", "surrogateescape"), subject,
-            (body,), None, conn.client.id, DOOR, "", False, None, 0.0,
-            b"%s event=%s %s\n" % (req_id, event, body), DOOR, len(body)))
+        self._route(_message(req_id, subject, body, conn.client.id))
 
     def consume(self, conn, cid, data, confirm):
         queue_raw, replace, add, when_unused, manual_ack = parse_consume(data)
@@ -163,7 +159,7 @@ class MqksDoor:
         if msg_id == b"--all":
             consumer.ack_all()
         else:
-            consumer.ack(msg_id.decode("utf-8", "surrogateescape"))
+            consumer.ack(to_name(msg_id)) or self._foreign(consumer.ack, msg_id)
 
     def reject(self, conn, req_id, data, confirm):
         cid, msg_id = parse_ack(data)
@@ -175,7 +171,7 @@ class MqksDoor:
         if msg_id is None:
             consumer.reject_all()
         else:
-            consumer.reject(to_name(msg_id))
+            consumer.reject(to_name(msg_id)) or self._foreign(consumer.reject, msg_id)
 
     def delete_consumer(self, conn, req_id, cid, confirm):
         """Confirm first: as with reject, the original queued `ok ` before any other
@@ -209,6 +205,12 @@ class MqksDoor:
             self._subjects.clear()
         subject = self._subjects[event] = event.decode("utf-8", "surrogateescape")
         return subject
+
+    @staticmethod
+    def _foreign(settle, msg_id):
+        """A foreign message's id is shown percent-encoded; settle it by its real id."""
+        if b"%" in msg_id:
+            settle(to_name(convert.unpct(msg_id)))
 
     def _events(self, name):
         return {to_wire(e) for e in self.stream.bound_subjects(name)}

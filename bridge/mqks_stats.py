@@ -49,6 +49,7 @@ def eval_names(door, conn):
         "delete_queue_when_unused": lambda: {name: q.when_unused
                                              for name, q in broker.queues.items()
                                              if q.when_unused is not None},
+        "counters": lambda: dict(broker.counters),    # ours: broker-wide counts, e.g. drops
     })
     return {
         "state": Namespace(state),

@@ -10,17 +10,17 @@ from twisted.application import service
 from twisted.internet import protocol, task
 from twisted.logger import Logger
 
-from bridge.convert.twino import direct_delivery, wire_id
+from bridge.convert.twino import wire_id
 from bridge.listeners import ListenerService
 from bridge.outbox import Outbox
-from bridge.twino_direct import DIRECT, TwinoDirect
+from bridge.twino_direct import DIRECT, MAX_PENDING, TwinoDirect
 from bridge.twino_events import TwinoEvents
 from bridge.twino_ops import TwinoOperations
 from bridge.twino_queues import TwinoQueues
 from bridge.twino_routers import TwinoRouters
 from core import Client
 from protocols.twino.codec import (
-    PING_BYTES, PONG_BYTES, MessageType, ResultCode, TwinoProtocolError, encode, new_id,
+    PING_BYTES, PONG_BYTES, MessageType, ResultCode, TwinoProtocolError, new_id,
 )
 from protocols.twino.handshake import (
     FrameReceived, Hello, PingReceived, ProtocolError, TwinoServerConnection,
@@ -84,14 +84,12 @@ class TwinoDoor:
         self.broker.connect(client)
         self.broker.mailbox(client.id).attach(client, self.mailbox_deliver)
 
-    @staticmethod
-    def mailbox_deliver(mailbox, message):
+    def mailbox_deliver(self, mailbox, message):
         conn = mailbox.owner.attrs["twino"]
         if message.raw_door == DIRECT:
             conn.write(message.raw)
         else:
-            conn.write(encode(direct_delivery(message, conn.wire_id(message.id),
-                                              mailbox.owner.id)))
+            self.direct.deliver(conn, message)
 
     def failed(self, conn, frame):
         """A frame whose handling raised: logged, answered 500 if awaited, connection kept
@@ -140,6 +138,7 @@ class TwinoConnection(protocol.Protocol):
         self.decoder = None          # set once the hello is accepted
         self.connected = False
         self.aliases = {}            # wire id -> core id, for foreign ids Twino cannot carry
+        self.requests = {}           # ids of direct requests sent to other doors' clients
         self.ping_sent = None
 
     def connectionMade(self):
@@ -203,6 +202,12 @@ class TwinoConnection(protocol.Protocol):
             found = new_id()
             self.aliases[found] = message_id
         return found
+
+    def remember_request(self, message_id):
+        """A reply from another door whose tracker is this id becomes the Response."""
+        if len(self.requests) >= MAX_PENDING:
+            del self.requests[next(iter(self.requests))]
+        self.requests[message_id] = True
 
     def refuse(self, code, reason):
         self.write(self.hs.refuse(code))

@@ -1,12 +1,15 @@
 """Twino channels and queues on the core: push, delivery, consumer and producer acks, pull, CC.
 
-Twino queue (channel C, id N) is core queue `C/N`, grouped under core channel C; its
-Twino-only settings live in a TwinoQueue kept in `queue.attrs["twino"]`. A push is encoded
-once as the delivery frame (Message.raw); each delivery only flips the FirstAcquirer and
-PendingAcknowledge bits. Foreign messages go through bridge.convert.twino.
+Twino queue (channel C, id N) is core queue `C/N`, grouped under core channel C; queue id 0
+is the core queue named C itself, so a Twino client reaches a queue other doors name plainly
+(an MQKS `consume jobs`, a Malamute service `jobs`) as (jobs, 0). Its Twino-only settings
+live in a TwinoQueue kept in `queue.attrs["twino"]`. A push is encoded once as the delivery
+frame (Message.raw); each delivery only flips the FirstAcquirer and PendingAcknowledge bits.
+Foreign messages go through bridge.convert.twino.
 """
 import fnmatch
 
+from bridge.convert import Unrepresentable, dropped
 from bridge.convert.twino import from_frame, queue_delivery
 from core import Consumer
 from core.queue import BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED
@@ -27,6 +30,12 @@ QUEUE_DEFAULTS = {"status": 1, "request_acknowledge": True, "acknowledge_timeout
                   "use_message_id": True}
 _PENDING_ACK = 0x4000  # byte 1 bit 0x40 in append_headers' 16-bit flag mask
 _CLEAR = {"all": "all", "high-priority": "priority", "default-priority": "regular"}
+DOOR = "twino"
+
+
+def core_name(channel, queue_id):
+    """The core queue behind Twino queue (channel, id): `C/N`, or plain `C` for id 0."""
+    return f"{channel}/{queue_id}" if queue_id else channel
 
 
 class TwinoQueue:
@@ -117,14 +126,27 @@ def deliver(consumer, entry):
                 raw = patched
         conn.write(raw)
     else:
-        conn.write(encode(queue_delivery(
-            message, conn.wire_id(message.id), state.channel, state.id, entry.deliveries == 1,
-            consumer.manual_ack, state.hide_names)))
+        try:
+            conn.write(queue_delivery(message, conn.wire_id(message.id), state.channel, state.id,
+                                      entry.deliveries == 1, consumer.manual_ack,
+                                      state.hide_names))
+        except Unrepresentable as exc:
+            undeliverable(consumer, entry, exc.reason)
+
+
+def undeliverable(consumer, entry, reason):
+    """A foreign message this consumer cannot receive: counted, logged and settled as a
+    nack (a waiting producer hears `unrepresentable`), never cut to fit."""
+    conn, _ = consumer.tag
+    dropped(conn.door.broker, DOOR, entry.message, reason)
+    if not consumer.ack(entry.message.id, False, "unrepresentable"):
+        entry.notify("nack", consumer, "unrepresentable")
 
 
 class ProducerAck:
     """Entry observer for a push that waits for its ack: one ack or nack, per the policy
-    (after sent, or relaying the consumer's own ack frame)."""
+    (after sent, or relaying the consumer's own ack frame). Consumers of other doors settle
+    it too: an MQKS ack or reject, an ack timeout, a Malamute worker taking the request."""
 
     __slots__ = ("conn", "message_id", "state", "relay", "done")
 
@@ -142,8 +164,10 @@ class ProducerAck:
             frame = server_ack(self.message_id, state.channel, state.id)
         elif event == "dropped":
             frame = server_ack(self.message_id, state.channel, state.id, reason or NackReason.ERROR)
-        elif not self.relay or (consumer is not None and not consumer.manual_ack):
-            return    # "sent" answered already; an auto-acking consumer has no ack to relay
+        elif event == "ack" and (not self.relay or (not consumer.manual_ack
+                                                    and consumer.client.door == DOOR)):
+            return    # "sent" answered already; a Twino consumer that does not ack has no
+            # ack to relay (another door's auto-acking consumer acks by taking the message)
         else:
             frame = self._relayed(consumer, None if event == "ack" else (reason or "none"))
         self.done = True
@@ -246,7 +270,7 @@ class TwinoQueues:
     def create_queue(self, channel, queue_id, options):
         """A new Twino queue: channel defaults, then `options`. A core queue of that name made
         by another door is adopted as it is (its mode stays), so both doors share it."""
-        name = f"{channel.name}/{queue_id}"
+        name = core_name(channel.name, queue_id)
         state = TwinoQueue(channel.name, queue_id, name, self.policy_for(name))
         core = state.apply({**channel.defaults, **options})
         queue = self.broker.queues.get(name)
@@ -383,7 +407,7 @@ class TwinoQueues:
     # -- consumer acks ----------------------------------------------------------------------------
     def consumer_ack(self, conn, frame):
         """A queue ack/nack; False when `conn` has no consumer for that channel and queue."""
-        consumer = conn.client.consumers.get(f"{frame.target}/{frame.content_type}")
+        consumer = conn.client.consumers.get(core_name(frame.target, frame.content_type))
         if consumer is None or not frame.message_id:
             return False
         message_id = conn.aliases.pop(frame.message_id, frame.message_id) if conn.aliases \
@@ -437,8 +461,10 @@ class TwinoQueues:
                                      FIRST_ACQUIRER | (_PENDING_ACK if ack_bit else 0),
                                      0 if ack_bit else _PENDING_ACK))
             else:
-                frame = queue_delivery(message, conn.wire_id(message.id), state.channel,
-                                       state.id, True, ack_bit, state.hide_names)
-                frame.headers = (frame.headers or []) + extra
-                write(encode(frame))
+                try:
+                    write(append_headers(queue_delivery(
+                        message, conn.wire_id(message.id), state.channel, state.id, True,
+                        ack_bit, state.hide_names), extra, 0, 0))
+                except Unrepresentable as exc:
+                    undeliverable(consumer, entry, exc.reason)
         write(encode(pull_status(request, NoContent.END)))

@@ -1,14 +1,18 @@
 """Twino routers (Router frames 0x17, operations 651-663) on core streams.
 
-A router is the core stream of the same name with the router's route method. A queue
-binding binds queue `C/N` to that stream under the router's name, so the core does the
-distribute / round-robin / only-first choice among queues (in binding priority order). Direct
-bindings (a client id, `@name:`, `@type:`) are tried by the door after the queues: all of
+A router is the core stream of the same name with the router's route method; creating a
+router over an existing stream (`mqks`, a Malamute stream) adopts it. A queue binding makes
+queue `C/N` a router binding of that stream: it takes every subject, and the core does the
+distribute / round-robin / only-first choice among them (in binding priority order), so
+whatever any door publishes to the stream reaches it. Direct bindings (a client id,
+`@name:`, `@type:`) are tried by the door after the queues, for Router frames only: all of
 them when distributing, otherwise only when no queue took the message.
 """
 import json
 
-from core import Message
+from bridge.convert.twino import from_frame
+from bridge.twino_direct import DIRECT
+from bridge.twino_queues import core_name
 from core.stream import DISTRIBUTE, ONLY_FIRST, ROUND_ROBIN
 from protocols.twino.codec import Frame, Header, MessageType, NackReason, ResultCode, encode, \
     new_id, response, server_ack
@@ -23,6 +27,14 @@ class TwinoRouters:
         self.door = door
         self.broker = door.broker
         self.routers = {}        # name -> {"method": int, "bindings": [dict]}
+
+    def router(self, name):
+        """The router named `name`; a core stream another door made (`mqks`, a Malamute
+        stream) is one already, distributing, with no bindings yet."""
+        router = self.routers.get(name)
+        if router is None and name in self.broker.streams:
+            router = self.routers[name] = {"method": 0, "bindings": []}
+        return router
 
     # -- operations -----------------------------------------------------------------------------
     def list_routers(self, conn, frame):
@@ -48,19 +60,19 @@ class TwinoRouters:
         router = self.routers.pop(frame.target or "", None)
         if router is None:
             return ResultCode.NOT_FOUND
-        stream = self.broker.streams.pop(frame.target)
-        for queue_name in list(stream.bindings):
-            stream.set_bindings(queue_name, ())
+        stream = self.broker.stream(frame.target)      # other doors may still use it
+        stream.set_routed(())
+        stream.route = DISTRIBUTE
         return ResultCode.OK
 
     def list_bindings(self, conn, frame):
-        router = self.routers.get(frame.target or "")
+        router = self.router(frame.target or "")
         if router is None:
             return ResultCode.NOT_FOUND
         return ResultCode.OK, json_list([binding_information(**b) for b in router["bindings"]])
 
     def add_binding(self, conn, frame):
-        router = self.routers.get(frame.target or "")
+        router = self.router(frame.target or "")
         if router is None:
             return ResultCode.NOT_FOUND
         try:
@@ -85,7 +97,7 @@ class TwinoRouters:
         return ResultCode.OK
 
     def remove_binding(self, conn, frame):
-        router = self.routers.get(frame.target or "")
+        router = self.router(frame.target or "")
         name = (frame.header(Header.BINDING_NAME) or "").strip()
         kept = [b for b in router["bindings"] if b["name"] != name] if router else None
         if router is None or len(kept) == len(router["bindings"]):
@@ -97,27 +109,22 @@ class TwinoRouters:
     def _bind_queues(self, name, router):
         """Queue bindings onto the stream, highest priority first (the core keeps order)."""
         router["bindings"].sort(key=lambda b: -b["priority"])
-        stream = self.broker.stream(name)
-        for queue_name in list(stream.bindings):
-            stream.set_bindings(queue_name, ())
-        for b in router["bindings"]:
-            if b["binding_type"] == QUEUE_BINDING:
-                stream.set_bindings(f"{b['target']}/{b['content_type']}", {name})
+        self.broker.stream(name).set_routed(
+            core_name(b["target"], b["content_type"]) for b in router["bindings"]
+            if b["binding_type"] == QUEUE_BINDING)
 
     # -- publishing -----------------------------------------------------------------------------
     def publish(self, conn, frame):
         """Through the router; then an ack/nack (PendingAck) or Response 0/404 (PendingResponse)."""
         name = frame.target or ""
-        router = self.routers.get(name)
+        router = self.router(name)
         client = conn.client
         message_id = frame.message_id or new_id()
         delivered = 0
         if router is not None:
-            headers = dict(frame.headers) if frame.headers else None
-            message = Message(message_id, name, (frame.content,), headers, client.id, "twino", "",
-                              frame.high_priority, None, self.door.clock(), None, None,
-                              len(frame.content))
-            delivered = self.broker.streams[name].publish(message)
+            message = from_frame(frame, message_id, client.id, name, None, None,
+                                 self.door.clock())
+            delivered = self.broker.stream(name).publish(message)
             distribute = router["method"] == 0
             for b in router["bindings"]:
                 if b["binding_type"] != DIRECT_BINDING or (delivered and not distribute):
@@ -131,16 +138,15 @@ class TwinoRouters:
                                        target=client.id)))
 
     def _direct(self, conn, frame, message_id, binding):
-        receivers = self.door.direct.recipients(binding["target"])
-        if not receivers:
+        mailboxes = self.door.direct.recipients(binding["target"])
+        if not mailboxes:
             return 0
-        raw = encode(Frame(MessageType.DIRECT_MESSAGE, False, frame.high_priority, 16, False,
-                           False, message_id, conn.client.id, receivers[0].id if len(receivers)
-                           == 1 else binding["target"], binding["content_type"], frame.headers,
-                           frame.content))
-        message = Message(message_id, binding["target"], (frame.content,), None, conn.client.id,
-                          "twino", "", frame.high_priority, None, self.door.clock(), raw,
-                          "twino-direct", len(frame.content))
-        for receiver in receivers:
-            receiver.mailbox.send(message)
+        direct = Frame(MessageType.DIRECT_MESSAGE, False, frame.high_priority, 16, False,
+                       False, message_id, conn.client.id, mailboxes[0].name if len(mailboxes)
+                       == 1 else binding["target"], binding["content_type"], frame.headers,
+                       frame.content)
+        message = from_frame(direct, message_id, conn.client.id, binding["target"],
+                             encode(direct), DIRECT, self.door.clock())
+        for mailbox in mailboxes:
+            mailbox.send(message)
         return 1

@@ -6,6 +6,7 @@ props that messages from other doors carry (docs/mapping.md, "to MQKS"): base64 
 """
 import base64
 import itertools
+import os
 import socket
 import urllib.parse
 from dataclasses import dataclass, field
@@ -46,7 +47,9 @@ def parse_delivery(line: bytes) -> Delivery:
         props[key] = _unpct(value)
     headers = {_unpct(k[2:]): v for k, v in props.items() if k.startswith("h.")}
     if props.get("enc") == "base64":
-        frames = [base64.b64decode(part) for part in data.split(b" ")] if data else [b""]
+        frames = [base64.b64decode(part) for part in data.split(b" ")]
+        if props.get("frames") == "0":
+            frames = []
     else:
         frames = [data]
     return Delivery(cid.decode(), _unpct(mid.decode("utf-8", "surrogateescape")),
@@ -58,13 +61,18 @@ class MqksClient:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = timeout
+        # Consumer and message ids are global in a broker: unique per client, as the
+        # original client's 24-char dtids are.
+        self._tag = os.urandom(4).hex()
         self._ids = itertools.count(1)
         self._buffer = b""
         self._pending = []          # lines read while waiting for something else
 
     # -- wire -------------------------------------------------------------------------
     def send_line(self, line):
-        self.sock.sendall((line.encode() if isinstance(line, str) else line) + b"\n")
+        if isinstance(line, str):
+            line = line.encode("utf-8", "surrogateescape")
+        self.sock.sendall(line + b"\n")
 
     def _read_line(self, timeout):
         self.sock.settimeout(timeout)
@@ -95,22 +103,27 @@ class MqksClient:
         return len(parts) >= 2 and parts[1].startswith(b"event=")
 
     def request(self, action, data, confirm=False, wait=True):
-        req_id = f"r{next(self._ids)}"
+        req_id = f"r{next(self._ids)}.{self._tag}"
         self.send_line(f"{req_id} {action} {'--confirm ' if confirm else ''}{data}")
         return self._reply(req_id) if wait else req_id
 
     # -- actions ----------------------------------------------------------------------
     def publish(self, event, data, confirm=True):
-        data = data.decode("utf-8", "surrogateescape") if isinstance(data, bytes) else data
-        req_id = f"m{next(self._ids)}"
-        self.send_line(f"{req_id} publish {'--confirm ' if confirm else ''}{event} {data}")
+        """Publish `data` (str or any bytes the line can carry) under `event`; returns its id."""
+        event = event.encode() if isinstance(event, str) else event
+        data = data.encode() if isinstance(data, str) else data
+        if b"\n" in data or b"\n" in event:
+            raise ValueError("an MQKS publish is one line: no LF in the event or data")
+        req_id = f"m{next(self._ids)}.{self._tag}"
+        flag = b"--confirm " if confirm else b""
+        self.send_line(b"%s publish %s%s %s" % (req_id.encode(), flag, event, data))
         if confirm:
             self._reply(req_id)
         return req_id
 
     def consume(self, queue, events=(), manual_ack=False, add=(), when_unused=None):
         """Start a consumer (confirmed); returns its consumer id."""
-        cid = f"c{next(self._ids)}"
+        cid = f"c{next(self._ids)}.{self._tag}"
         parts = [queue, *events]
         if add:
             parts += ["--add", *add]

@@ -3,7 +3,8 @@
 It speaks the wire the way the real 3.7.2 client does: protocol bytes and hello in one write,
 then the 8-byte echo, then Accepted. It is single-threaded: server PINGs are answered while it
 is reading (any call that waits), and frames that arrive while it waits for something else are
-kept in order for `recv`. Not thread-safe.
+kept in order for `recv`. Not thread-safe. `crossed(frame)` reads what a message from another
+door carries.
 """
 from __future__ import annotations
 
@@ -40,6 +41,37 @@ class AckResult:
     ok: bool
     reason: str | None
     frame: Frame
+
+
+@dataclass(frozen=True)
+class Crossed:
+    """What a frame from another door carries (docs/mapping.md "to Twino"): the subject,
+    the origin door, the publisher, the frames (split by `Frame-Lengths`) and the headers
+    other than those three."""
+
+    subject: str | None
+    origin: str | None
+    sender: str | None
+    frames: tuple
+    headers: list
+
+
+_METADATA = ("subject", "x-origin", "frame-lengths")
+
+
+def crossed(frame: Frame) -> Crossed:
+    lengths = frame.header("Frame-Lengths")
+    frames: tuple = (frame.content,)
+    if lengths is not None:
+        sizes = [int(n) for n in lengths.split(",")] if lengths else []
+        at, parts = 0, []
+        for n in sizes:
+            parts.append(frame.content[at:at + n])
+            at += n
+        frames = tuple(parts)
+    headers = [(k, v) for k, v in frame.headers or () if k.lower() not in _METADATA]
+    return Crossed(frame.header("Subject"), frame.header("X-Origin"), frame.source, frames,
+                   headers)
 
 
 def _hello(client_id, name, client_type, token) -> bytes:

@@ -1,49 +1,97 @@
-"""Core Message <-> MQKS delivery line (DESIGN §4, docs/mapping.md "to MQKS").
+"""Core Message <-> MQKS lines (DESIGN §4, docs/mapping.md "to MQKS").
 
 An MQKS delivery is `{cid} ok {mid} {props} {data}`: one line, space-separated, so
 everything a foreign message carries must fit the props field (`k=v` joined by `,`).
 The original MQKS client parses props generically, so extra keys arrive as attributes.
+Every core message is representable here (percent-encoding and base64), so nothing is
+ever dropped on the way to MQKS.
 """
 import base64
 import re
+import urllib.parse
+
+from core import Message
 
 DOOR = "mqks"
 
 # Bytes an MQKS id/event/prop value cannot carry literally.
 _UNSAFE = re.compile(rb"[\x00-\x20,=%\x7f]")
+# Bodies that cannot travel as-is: line or tab characters, or whitespace the end would lose.
+_NOT_LINE = re.compile(rb"[\t\n\r]|[ \x0b\x0c]\Z")
+_heads = {}          # (subject, origin, sender) -> their props: senders repeat, so do subjects
 
 
 def pct(value: bytes) -> bytes:
     """Percent-encode only what would break the line or the props syntax."""
+    if _UNSAFE.search(value) is None:
+        return value
     return _UNSAFE.sub(lambda m: b"%%%02X" % m.group()[0], value)
+
+
+def unpct(value: bytes) -> bytes:
+    """Undo pct (an MQKS consumer acks a foreign message by the id it was shown)."""
+    return urllib.parse.unquote_to_bytes(value)
 
 
 def _wire(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-def _line_safe(body: bytes) -> bool:
-    """Bodies that can travel as-is: UTF-8 text without line or tab characters."""
-    if b"\n" in body or b"\r" in body or b"\t" in body:
+def line_safe(body: bytes) -> bool:
+    """Bodies that can travel as-is: UTF-8 text without line or tab characters whose end
+    survives the MQKS readers' whitespace stripping."""
+    if _NOT_LINE.search(body) is not None:
         return False
+    if body.isascii():
+        return True
     try:
         body.decode("utf-8")
     except UnicodeDecodeError:
         return False
-    return not body.endswith((b" ", b"\x0b", b"\x0c"))
+    return True
+
+
+# -- MQKS publish -> core Message ------------------------------------------------------------
+
+def message(req_id: bytes, subject: str, body: bytes, sender: str) -> Message:
+    """A publish as a core Message; `raw` is the delivery tail an MQKS consumer relays."""
+    return Message(req_id.decode("utf-8", "surrogateescape"), subject, (body,), None, sender,
+                   DOOR, "", False, None, 0.0,
+                   b"%s event=%s %s\n" % (req_id, _wire(subject), body), DOOR, len(body))
+
+
+# -- core Message -> MQKS delivery -------------------------------------------------------------
+
+def delivery(message, retry):
+    """`{mid} {props} {data}\\n` for any message; the consumer adds `{cid} ok `."""
+    if message.raw_door == DOOR and retry == 0:
+        return message.raw
+    if message.origin == DOOR:            # a redelivery: exactly what the original writes
+        return b"%s event=%s%s %s\n" % (_wire(message.id), _wire(message.subject),
+                                        b",retry=%d" % retry if retry else b"", message.body)
+    return delivery_tail(message, retry)
+
+
+def _head(subject, origin, sender):
+    """`event=…` and `origin=…[,sender=…]`, encoded once per combination."""
+    key = (subject, origin, sender)
+    head = _heads.get(key)
+    if head is None:
+        if len(_heads) >= 4096:
+            _heads.clear()
+        tail = b"origin=" + pct(_wire(origin))
+        if sender:
+            tail += b",sender=" + pct(_wire(sender))
+        head = _heads[key] = (b"event=" + pct(_wire(subject)), tail)
+    return head
 
 
 def delivery_tail(message, retry):
-    """`{mid} {props} {data}\\n` for any message; the consumer adds `{cid} ok `."""
-    props = [b"event=" + pct(_wire(message.subject))]
-    if retry:
-        props.append(b"retry=%d" % retry)
-    if message.origin != DOOR:
-        props.append(b"origin=" + pct(_wire(message.origin)))
-        if message.sender:
-            props.append(b"sender=" + pct(_wire(message.sender)))
+    """A foreign message: origin, sender, encoding and headers as extra props."""
+    event, tail = _head(message.subject, message.origin, message.sender)
+    props = [event, b"retry=%d" % retry, tail] if retry else [event, tail]
     frames = message.frames
-    if len(frames) == 1 and _line_safe(frames[0]):
+    if len(frames) == 1 and line_safe(frames[0]):
         data = frames[0]
     elif len(frames) == 1:
         props.append(b"enc=base64")

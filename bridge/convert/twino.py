@@ -1,12 +1,16 @@
-"""Core Message <-> Twino frames (DESIGN §4, docs/mapping.md "to Twino").
+"""Core Message <-> Twino frames (DESIGN §4, docs/mapping.md "to Twino" / "from Twino").
 
 Same-door traffic never comes here: a Twino push keeps its delivery frame in Message.raw.
 Foreign messages become ordinary Twino frames: source = sender, the subject as header
 `Subject`, the origin door as `X-Origin`, several frames as one body plus `Frame-Lengths`,
-and every core header as a header.
+and every core header as a header. What a Twino frame cannot carry (a header value with
+CRLF or bytes that are not UTF-8, a header block over 64 KiB, a sender over 255 bytes)
+raises Unrepresentable instead of being cut.
 """
+from bridge.convert import Unrepresentable
 from core.message import Message
-from protocols.twino.codec import MAX_NAME_BYTES, Frame, MessageType
+from protocols.twino.codec import (MAX_NAME_BYTES, Frame, MessageType, TwinoProtocolError,
+                                   encode, encode_headers)
 
 DOOR = "twino"
 SUBJECT = "Subject"
@@ -15,63 +19,129 @@ FRAME_LENGTHS = "Frame-Lengths"
 
 
 def wire_id(message_id):
-    """A Twino message id for a core id, or None when it cannot travel (empty, > 255 bytes)."""
-    if message_id and len(message_id.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES:
-        return message_id
+    """A Twino message id for a core id, or None when it cannot travel (empty, > 255 bytes,
+    not UTF-8); the door then makes up an alias and maps acks back."""
+    try:
+        if message_id and len(message_id.encode("utf-8")) <= MAX_NAME_BYTES:
+            return message_id
+    except UnicodeEncodeError:
+        pass
     return None
 
 
-def _header_safe(text):
-    return text.replace("\r", " ").replace("\n", " ")
-
-
 def frame_headers(message):
-    """Headers for a foreign message: Subject, X-Origin, Frame-Lengths, then its own."""
+    """Headers for a core message: Subject, X-Origin and Frame-Lengths when it came from
+    another door (a Twino message carries its own), then its own headers."""
     headers = []
     if message.origin != DOOR:
-        headers.append((SUBJECT, _header_safe(message.subject)))
-        if message.origin:
-            headers.append((ORIGIN, _header_safe(message.origin)))
-    if len(message.frames) > 1:
-        headers.append((FRAME_LENGTHS, ",".join(str(len(f)) for f in message.frames)))
-    for key, value in (message.headers or {}).items():
-        key = _header_safe(key).replace(":", "-")
-        if key:
-            headers.append((key, _header_safe(value)))
+        headers.append((SUBJECT, message.subject))
+        headers.append((ORIGIN, message.origin))
+        if len(message.frames) != 1:
+            headers.append((FRAME_LENGTHS, ",".join(str(len(f)) for f in message.frames)))
+    if message.headers:
+        headers.extend(message.headers.items())
     return headers or None
 
 
-def _name(value):
-    if not value or len(value.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+def _source(sender):
+    if not sender:
         return None
-    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    try:
+        if len(sender.encode("utf-8")) <= MAX_NAME_BYTES:
+            return sender
+    except UnicodeEncodeError:
+        pass
+    raise Unrepresentable(f"sender {sender!r} is no Twino client id (1-255 UTF-8 bytes)")
+
+
+_blocks = {}         # (subject, origin, frame lengths) -> encoded header block
+
+
+def _encode(frame, message):
+    """Frame bytes; a foreign message without headers of its own (most traffic) reuses the
+    header block encoded for its subject and origin."""
+    try:
+        if message.headers or message.origin == DOOR:
+            headers = frame_headers(message)
+            return encode(frame, None if headers is None else encode_headers(headers))
+        frames = message.frames
+        key = (message.subject, message.origin,
+               None if len(frames) == 1 else tuple(map(len, frames)))
+        block = _blocks.get(key)
+        if block is None:
+            if len(_blocks) >= 4096:
+                _blocks.clear()
+            block = _blocks[key] = encode_headers(frame_headers(message))
+        return encode(frame, block)
+    except (TwinoProtocolError, UnicodeEncodeError) as exc:
+        raise Unrepresentable(str(exc)) from None
 
 
 def queue_delivery(message, message_id, channel, queue_id, first, pending_ack, hide_source):
-    """A QueueMessage frame carrying any core message to a Twino consumer."""
-    return Frame(MessageType.QUEUE_MESSAGE, first, message.priority, 16, False, pending_ack,
-                 message_id, None if hide_source else _name(message.sender), channel,
-                 queue_id, frame_headers(message), message.body)
+    """The QueueMessage bytes carrying any core message to a Twino consumer."""
+    return _encode(Frame(MessageType.QUEUE_MESSAGE, first, message.priority, 16, False,
+                         pending_ack, message_id, None if hide_source else
+                         _source(message.sender), channel, queue_id, None, message.body),
+                   message)
 
 
 def direct_delivery(message, message_id, target):
-    """A DirectMessage frame carrying a foreign message to a Twino client's mailbox."""
-    return Frame(MessageType.DIRECT_MESSAGE, False, message.priority, 16, False, False,
-                 message_id, _name(message.sender), target, 0, frame_headers(message),
-                 message.body)
+    """The DirectMessage bytes carrying a foreign message to a Twino client's mailbox."""
+    return _encode(Frame(MessageType.DIRECT_MESSAGE, False, message.priority, 16, False,
+                         False, message_id, _source(message.sender), target, 0, None,
+                         message.body), message)
+
+
+def response_delivery(message, request_id, target):
+    """A foreign reply to a Twino client's direct request: the Response it waits for."""
+    return _encode(Frame(MessageType.RESPONSE, False, False, 16, False, False, request_id,
+                         _source(message.sender), target, 0, None, message.body), message)
+
+
+def refusal(message):
+    """Why a Twino consumer could not receive `message`, or None."""
+    try:
+        _encode(Frame(MessageType.DIRECT_MESSAGE, source=_source(message.sender)), message)
+    except Unrepresentable as exc:
+        return exc.reason
+    return None
+
+
+def _split(content, lengths):
+    """Frames from `Frame-Lengths`, or None when the header does not describe `content`."""
+    try:
+        sizes = [int(n) for n in lengths.split(",")] if lengths.strip() else []
+    except ValueError:
+        return None
+    if any(n < 0 for n in sizes) or sum(sizes) != len(content):
+        return None
+    frames, at = [], 0
+    for n in sizes:
+        frames.append(content[at:at + n])
+        at += n
+    return tuple(frames)
 
 
 def from_frame(frame, message_id, sender, subject, raw, raw_door, now, expires_at=None):
-    """A Twino push (or direct or router message) as a core Message. The subject is the
-    `Subject` header when given, else `subject` (the queue name); `raw` is what a Twino
-    receiver gets."""
+    """A Twino push (or direct, router or response message) as a core Message.
+
+    The subject is the `Subject` header (trimmed, as Twino readers trim `Key: value`) when
+    given, else `subject` (the queue, router or target name). A `Frame-Lengths` header that
+    adds up to the body splits it back into frames. Headers stay as sent (the first value of
+    a repeated key); `raw` is what a Twino receiver gets.
+    """
+    frames = (frame.content,)
     headers = None
     if frame.headers:
         headers = {}
         for key, value in frame.headers:
             headers.setdefault(key, value)
-            if key.lower() == "subject":
-                subject = value.strip()
-    return Message(message_id, subject, (frame.content,), headers, sender, DOOR, "",
+        found = frame.header(SUBJECT)
+        if found is not None:
+            subject = found.strip()
+        lengths = frame.header(FRAME_LENGTHS)
+        split = None if lengths is None else _split(frame.content, lengths)
+        if split is not None:
+            frames = split
+    return Message(message_id, subject, frames, headers, sender, DOOR, "",
                    frame.high_priority, expires_at, now, raw, raw_door, len(frame.content))
-

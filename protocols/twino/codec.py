@@ -245,8 +245,11 @@ def parse_headers(block) -> list[tuple[str, str]]:
     return headers
 
 
-def encode(frame: Frame) -> bytes:
-    """Frame -> wire bytes, with the smallest length form as the real TmqWriter picks it."""
+def encode(frame: Frame, header_block: bytes | None = None) -> bytes:
+    """Frame -> wire bytes, with the smallest length form as the real TmqWriter picks it.
+
+    `header_block`, when given, is an `encode_headers` result used instead of frame.headers
+    (a relay that sends the same headers many times encodes them once)."""
     kind = frame.type
     if kind == 0x09:
         return PING_BYTES
@@ -268,7 +271,10 @@ def encode(frame: Frame) -> bytes:
         b1 |= PENDING_RESPONSE
     if frame.pending_ack:
         b1 |= PENDING_ACK
-    if frame.headers is None:
+    if header_block is not None:
+        b1 |= HAS_HEADER
+        hdr = header_block
+    elif frame.headers is None:
         hdr = b""
     else:
         b1 |= HAS_HEADER

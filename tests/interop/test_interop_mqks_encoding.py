@@ -2,7 +2,9 @@
 from hypothesis import given, settings, strategies as st
 
 from bridge.clients.mqks import parse_delivery
-from bridge.convert.mqks import delivery_tail
+from bridge.convert.mqks import delivery as mqks_delivery
+from bridge.convert.mqks import delivery_tail, unpct
+from bridge.convert.mqks import message as mqks_message
 from core import Message
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
@@ -37,3 +39,16 @@ def test_body_with_newline_and_binary_go_base64():
     assert line == b"m event=e,origin=malamute,enc=base64 YQpi\n"
     line = delivery_tail(Message("m", "e", (b"x", b"\xff"), None, "", "malamute"), 2)
     assert line == b"m event=e,retry=2,origin=malamute,enc=base64,frames=2 eA== /w==\n"
+
+
+def test_same_door_delivery_is_the_original_line_also_on_retry():
+    """MQKS-origin messages are never re-encoded: ids, events and bodies stay as sent."""
+    message = mqks_message(b"m%1,x", "e=v", b"\xff data", "client")
+    assert mqks_delivery(message, 0) == b"m%1,x event=e=v \xff data\n"
+    assert mqks_delivery(message, 2) == b"m%1,x event=e=v,retry=2 \xff data\n"
+
+
+def test_a_foreign_id_shown_percent_encoded_decodes_back():
+    line = b"c ok " + delivery_tail(Message("a b,c", "e", (b"x",), None, "", "twino"), 0)
+    shown = line.split(b" ")[2]
+    assert shown == b"a%20b%2Cc" and unpct(shown) == b"a b,c"

@@ -24,10 +24,12 @@ def _door_args(door, port):
 class BrokerProcess:
     """Start with `start()`, read `ports[door]`, stop with `stop()` (kills if needed)."""
 
-    def __init__(self, workdir, doors=("mqks",), all_doors=("mqks", "malamute", "twino")):
+    def __init__(self, workdir, doors=("mqks",), all_doors=("mqks", "malamute", "twino"),
+                 args=()):
         self.workdir = workdir
         self.doors = doors
         self.all_doors = all_doors
+        self.args = list(args)          # more `mqksbridge` flags
         self.log_path = os.path.join(str(workdir), "twistd.log")
         self.process = None
         self.ports = {}
@@ -36,7 +38,7 @@ class BrokerProcess:
         for _ in range(3):          # another process may grab a free port first
             self.ports = {door: free_port() for door in self.doors}
             args = [TWISTD, "-n", "--pidfile=", "mqksbridge", "--data",
-                    os.path.join(str(self.workdir), "var")]
+                    os.path.join(str(self.workdir), "var"), *self.args]
             for door in self.all_doors:
                 args += _door_args(door, self.ports[door]) if door in self.ports \
                     else [f"--{door}", "none"]

@@ -1,0 +1,51 @@
+"""The real `twistd -n mqksbridge` with every door, one per test module, and a `net` per test
+that hands out door adapters and closes every client it made."""
+import pytest
+
+from tests.interop.sides import Malamute, Mqks, Twino
+from tests.support.process import BrokerProcess
+
+MAX_LINE = 4 << 20          # MQKS request lines up to 4 MiB: a 1 MiB body fits
+
+
+class Net:
+    def __init__(self, ports):
+        self.ports = ports
+        self.endpoint = f"tcp://127.0.0.1:{ports['malamute']}"
+        self._closers = []
+
+    def track(self, client):
+        self._closers.append(client.close)
+        return client
+
+    def on_close(self, action):
+        self._closers.append(action)
+
+    def side(self, door):
+        return SIDES[door](self)
+
+    def close(self):
+        for action in reversed(self._closers):
+            try:
+                action()
+            except OSError:
+                pass
+
+
+SIDES = {"malamute": Malamute, "mqks": Mqks, "twino": Twino}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    process = BrokerProcess(tmp_path_factory.mktemp("interop"),
+                            doors=("mqks", "malamute", "twino"),
+                            args=["--mqks-max-line", str(MAX_LINE)]).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def net(broker):
+    network = Net(broker.ports)
+    yield network
+    network.close()

@@ -1,0 +1,340 @@
+"""One adapter per door over our blocking clients, so a test can say "publish through A,
+receive through B" for every ordered pair without caring which protocol is which.
+
+Names: queues are written `C/N` (a Twino channel C, queue N) so every door can reach them;
+streams are the MQKS stream `mqks`, which every door can read and write. A Malamute
+publish is followed by a PING round trip, so the broker has taken it before the test goes
+on. A received message is normalised to `Got`, read the way docs/mapping.md says each door
+shows foreign metadata.
+"""
+import json
+import uuid
+from dataclasses import dataclass, field
+
+from bridge.clients import twino
+from bridge.clients.malamute import MalamuteClient
+from bridge.clients.mqks import MqksClient
+from protocols.twino.codec import Frame, MessageType, new_id
+
+STREAM = "mqks"
+WAIT = 10.0          # generous: an expected message that is late is a failure, not a flake
+
+
+def unique(prefix="t"):
+    return f"{prefix}{uuid.uuid4().hex[:10]}"
+
+
+@dataclass
+class Got:
+    subject: str
+    frames: tuple
+    sender: str = None
+    origin: str = None
+    id: str = None
+    headers: dict = field(default_factory=dict)
+    retry: int = 0
+    tracker: str = None
+    raw: object = None
+
+
+class Side:
+    """What every door adapter offers; `net` owns ports and closes clients at teardown."""
+
+    door = None
+    headers = False          # can its publishers attach application headers?
+    multi_frame = False      # can its publishers send several frames?
+    mailboxes = False        # do its clients own a mailbox (direct messages)?
+    shows_origin = shows_id = True   # do its deliveries show the origin door / message id?
+
+    def __init__(self, net):
+        self.net = net
+
+
+# -- MQKS ------------------------------------------------------------------------------------
+
+class MqksReader:
+    def __init__(self, client, cid):
+        self.client, self.cid = client, cid
+
+    def recv(self, timeout=WAIT):
+        d = self.client.recv(timeout)
+        return Got(d.event, tuple(d.frames), d.props.get("sender"), d.props.get("origin"), d.id,
+                   d.headers, d.retry, raw=d)
+
+    def ack(self, got):
+        self.client.ack(self.cid, got.id)
+
+    def reject(self, got):
+        self.client.reject(self.cid, got.id)
+
+    def nothing(self, wait=0.3):
+        try:
+            line = self.client.recv(wait)
+        except (TimeoutError, OSError):
+            return
+        raise AssertionError(f"unexpected delivery {line!r}")
+
+    def close(self):
+        self.client.close()
+
+
+class Mqks(Side):
+    door = "mqks"
+
+    def client(self):
+        return self.net.track(MqksClient(port=self.net.ports["mqks"], timeout=WAIT))
+
+    def identity(self, client):
+        return client.eval("request['client']")
+
+    # publishing
+    def publisher(self):
+        client = self.client()
+        client.sender = self.identity(client)
+        return client
+
+    def publish_stream(self, pub, subject, frames, headers=None):
+        (body,) = frames          # an MQKS body is one frame, without headers
+        assert not headers
+        return pub.publish(subject.encode(), body)
+
+    def publish_queue(self, pub, queue, subject, frames, headers=None):
+        """MQKS reaches a queue through the stream: bind the event to it, publish (routed
+        once confirmed), unbind, so a later publish of that event goes nowhere old."""
+        pub.rebind(queue, f"--add {subject}")
+        try:
+            return self.publish_stream(pub, subject, frames, headers)
+        finally:
+            pub.rebind(queue, f"--remove {subject}")
+
+    # consuming
+    def stream_readers(self, n, subject):
+        readers = []
+        for _ in range(n):
+            client = self.client()
+            readers.append(MqksReader(client, client.consume(unique("q"), [subject])))
+        return readers
+
+    def queue_consumers(self, queue, n, manual_ack=False):
+        readers = []
+        for _ in range(n):
+            client = self.client()
+            readers.append(MqksReader(client, client.consume(queue, manual_ack=manual_ack)))
+        return readers
+
+
+# -- Twino -----------------------------------------------------------------------------------
+
+class TwinoReader:
+    def __init__(self, client):
+        self.client = client
+
+    def recv(self, timeout=WAIT):
+        frame = self.client.recv(timeout)
+        if frame is None:
+            raise TimeoutError("nothing arrived")
+        crossed = twino.crossed(frame)
+        return Got(crossed.subject, crossed.frames, crossed.sender, crossed.origin,
+                   frame.message_id, dict(crossed.headers), raw=frame)
+
+    def ack(self, got):
+        self.client.ack(got.raw)
+
+    def nack(self, got, reason="none"):
+        self.client.nack(got.raw, reason)
+
+    def nothing(self, wait=0.3):
+        frame = self.client.recv(wait)
+        assert frame is None, f"unexpected frame {frame!r}"
+
+    def close(self):
+        self.client.close()
+
+
+def split_queue(queue):
+    channel, _, queue_id = queue.rpartition("/")
+    return (channel, int(queue_id)) if channel else (queue, 0)
+
+
+class Twino(Side):
+    door = "twino"
+    headers = True
+    multi_frame = True       # opt-in: one body plus `Frame-Lengths`
+    mailboxes = True
+
+    def client(self, **kwargs):
+        return self.net.track(twino.connect(port=self.net.ports["twino"], timeout=WAIT,
+                                            **kwargs))
+
+    def publisher(self):
+        client = self.client()
+        client.sender = client.client_id
+        return client
+
+    @staticmethod
+    def _headers(subject, frames, headers):
+        out = [("Subject", subject)] if subject is not None else []
+        if len(frames) != 1:
+            out.append(("Frame-Lengths", ",".join(str(len(f)) for f in frames)))
+        return out + list((headers or {}).items())
+
+    def publish_stream(self, pub, subject, frames, headers=None):
+        """A Router frame to the router over the stream (routers adopt other doors' streams)."""
+        frame_headers = self._headers(subject, frames, headers)
+        result = pub.publish_router(STREAM, b"".join(frames), headers=frame_headers,
+                                    wait_ack=True)
+        assert result.ok, result
+        return result.frame.message_id
+
+    def publish_queue(self, pub, queue, subject, frames, headers=None, wait_ack=True):
+        channel, queue_id = split_queue(queue)
+        frame_headers = self._headers(subject, frames, headers)
+        if not wait_ack:
+            frame = Frame(MessageType.QUEUE_MESSAGE, message_id=new_id(), target=channel,
+                          content_type=queue_id, headers=frame_headers, content=b"".join(frames))
+            pub.send_frame(frame)
+            return frame.message_id
+        result = pub.push(channel, queue_id, b"".join(frames), headers=frame_headers,
+                          wait_ack=True)
+        assert result.ok, result
+        return result.frame.message_id
+
+    def make_queue(self, queue, status="round-robin", ack=False, **options):
+        channel, queue_id = split_queue(queue)
+        admin = self.client()
+        answer = admin.operation(610, channel, [("Channel-Name", channel),
+                                                ("Queue-Id", str(queue_id)),
+                                                ("Queue-Status", status)],
+                                 json.dumps({"RequestAcknowledge": ack, **options}).encode())
+        assert answer.content_type in (0, 481), answer
+        return admin
+
+    def stream_readers(self, n, subject):
+        """Each reader joins its own Push queue, bound to the `mqks` router."""
+        readers = []
+        admin = self.client()
+        for _ in range(n):
+            channel = unique("ch")
+            self.make_queue(f"{channel}/1", "push")
+            client = self.client()
+            assert client.join(channel) == 0
+            binding = {"Name": channel, "Target": channel, "ContentType": 1, "Priority": 0,
+                       "Interaction": 0, "BindingType": 1}
+            answer = admin.operation(662, STREAM, (), json.dumps(binding).encode())
+            assert answer.content_type == 0, answer
+            self.net.on_close(lambda name=channel: self._unbind(name))
+            readers.append(TwinoReader(client))
+        return readers
+
+    def mailbox_owner(self):
+        """A client that owns a mailbox, and the address other doors reach it by."""
+        client = self.client()
+        return TwinoReader(client), client.client_id
+
+    def send_direct(self, pub, address, subject, frames):
+        result = pub.send_direct(address, b"".join(frames),
+                                 headers=self._headers(subject, frames, None), wait_ack=True)
+        assert result.ok, result
+        return result.frame.message_id
+
+    def _unbind(self, name):
+        with twino.connect(port=self.net.ports["twino"]) as admin:
+            admin.operation(663, STREAM, [("Binding-Name", name)])
+
+    def queue_consumers(self, queue, n, manual_ack=False):
+        channel, _ = split_queue(queue)
+        self.make_queue(queue, "round-robin", ack=manual_ack)
+        readers = []
+        for _ in range(n):
+            client = self.client()
+            assert client.join(channel) == 0
+            readers.append(TwinoReader(client))
+        return readers
+
+
+# -- Malamute --------------------------------------------------------------------------------
+
+def zrex_literal(text):
+    """A zrex pattern matching exactly `text` (escape what SLRE treats as special)."""
+    return "^" + "".join("\\" + c if c in "^$.[]*+?()|\\" else c for c in text) + "$"
+
+
+class MalamuteReader:
+    def __init__(self, client):
+        self.client = client
+
+    def recv(self, timeout=WAIT):
+        d = self.client.recv(timeout)
+        if d is None:
+            raise TimeoutError("nothing arrived")
+        return Got(d.subject, tuple(d.frames), d.sender, tracker=d.tracker, raw=d)
+
+    def ack(self, got):
+        """Taking a request is the ack: nothing to send (Malamute has no acks)."""
+
+    def nothing(self, wait=0.3):
+        got = self.client.recv(wait)
+        assert got is None, f"unexpected delivery {got!r}"
+
+    def close(self):
+        self.client.close()
+
+
+class Malamute(Side):
+    door = "malamute"
+    multi_frame = True
+    mailboxes = True
+    shows_origin = shows_id = False     # a DELIVER has no field for either
+
+    def client(self, address=None):
+        client = MalamuteClient(self.net.endpoint, unique("mlm") if address is None else address,
+                                timeout=WAIT)
+        client.connect()
+        return self.net.track(client)
+
+    def identity(self, client):
+        return client.address
+
+    def publisher(self):
+        client = self.client()
+        client.set_producer(STREAM)
+        client.sender = client.address
+        return client
+
+    def publish_stream(self, pub, subject, frames, headers=None):
+        assert not headers
+        pub.send(subject, *frames)
+        pub.ping()                       # a round trip: the broker has taken the send
+
+    def publish_queue(self, pub, queue, subject, frames, headers=None):
+        assert not headers
+        pub.sendfor(queue, subject, *frames, tracker=unique("trk"))
+        pub.ping()
+
+    def send_direct(self, pub, address, subject, frames):
+        tracker = unique("trk")
+        pub.sendto(address, subject, *frames, tracker=tracker)
+        pub.ping()
+        return tracker
+
+    def stream_readers(self, n, subject):
+        readers = []
+        for _ in range(n):
+            client = self.client()
+            client.set_consumer(STREAM, zrex_literal(subject))
+            readers.append(MalamuteReader(client))
+        return readers
+
+    def queue_consumers(self, queue, n, manual_ack=False):
+        """Workers offering the service: taking a request is its ack (manual_ack has no
+        meaning here)."""
+        readers = []
+        for _ in range(n):
+            client = self.client()
+            client.set_worker(queue)
+            readers.append(MalamuteReader(client))
+        return readers
+
+    def mailbox_owner(self):
+        client = self.client()
+        return MalamuteReader(client), client.address
