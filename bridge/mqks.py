@@ -105,7 +105,7 @@ class MqksDoor:
         subject = self._subjects.get(event)
         if subject is None:
             subject = self._subject(event)
-        self._route(_message(req_id, subject, body, conn.client.id))
+        self._route(_message(req_id, subject, body, conn.client.id, event))
 
     def consume(self, conn, cid, data, confirm):
         queue_raw, replace, add, when_unused, manual_ack = parse_consume(data)

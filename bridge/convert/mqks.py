@@ -53,11 +53,15 @@ def line_safe(body: bytes) -> bool:
 
 # -- MQKS publish -> core Message ------------------------------------------------------------
 
-def message(req_id: bytes, subject: str, body: bytes, sender: str) -> Message:
-    """A publish as a core Message; `raw` is the delivery tail an MQKS consumer relays."""
+def message(req_id: bytes, subject: str, body: bytes, sender: str, event=None) -> Message:
+    """A publish as a core Message; `raw` is the delivery tail an MQKS consumer relays.
+
+    The door passes the event's wire bytes too, so the hot path never re-encodes them."""
+    if event is None:
+        event = _wire(subject)
     return Message(req_id.decode("utf-8", "surrogateescape"), subject, (body,), None, sender,
                    DOOR, "", False, None, 0.0,
-                   b"%s event=%s %s\n" % (req_id, _wire(subject), body), DOOR, len(body))
+                   b"%s event=%s %s\n" % (req_id, event, body), DOOR, len(body))
 
 
 # -- core Message -> MQKS delivery -------------------------------------------------------------
