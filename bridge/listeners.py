@@ -1,6 +1,6 @@
 """A listener service that remembers what it bound to (tests use port 0)."""
 from twisted.application import service
-from twisted.internet import defer, endpoints
+from twisted.internet import defer, endpoints, protocol
 from twisted.logger import Logger
 
 log = Logger(namespace="mqksbridge.listen")
@@ -40,3 +40,14 @@ class ListenerService(service.Service):
         if self.port is not None:
             port, self.port = self.port, None
             return port.stopListening()
+
+
+class DoorFactory(protocol.Factory):
+    """One connection protocol per accepted socket, every one sharing the door's state."""
+
+    def __init__(self, connection_class, door):
+        self.connection_class = connection_class
+        self.door = door
+
+    def buildProtocol(self, addr):
+        return self.connection_class(self.door)

@@ -13,7 +13,7 @@ from twisted.logger import Logger
 
 from bridge.convert import mqks as convert
 from bridge.names import to_name, to_wire
-from bridge.listeners import ListenerService
+from bridge.listeners import DoorFactory, ListenerService
 from bridge.outbox import Outbox
 from core import Client, Consumer
 from protocols.mqks.framing import LineFramer, LineTooLong
@@ -286,18 +286,10 @@ class MqksConnection(protocol.Protocol):
         self.door.disconnected(self)
 
 
-class MqksFactory(protocol.Factory):
-    def __init__(self, door):
-        self.door = door
-
-    def buildProtocol(self, addr):
-        return MqksConnection(self.door)
-
-
 def build(config, broker, scheduler, reactor):
     """The MQKS door and one listener per configured endpoint."""
     settings = config["mqks"]
     door = MqksDoor(broker, scheduler, stream=settings["stream"],
                     max_line=settings["max_line"], high_water=settings["high_water"])
-    factory = MqksFactory(door)
+    factory = DoorFactory(MqksConnection, door)
     return door, [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]

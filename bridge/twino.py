@@ -11,7 +11,7 @@ from twisted.internet import protocol, task
 from twisted.logger import Logger
 
 from bridge.convert.twino import wire_id
-from bridge.listeners import ListenerService
+from bridge.listeners import DoorFactory, ListenerService
 from bridge.outbox import Outbox
 from bridge.twino_direct import DIRECT, MAX_PENDING, TwinoDirect
 from bridge.twino_events import TwinoEvents
@@ -229,14 +229,6 @@ class TwinoConnection(protocol.Protocol):
         self.door.disconnected(self)
 
 
-class TwinoFactory(protocol.Factory):
-    def __init__(self, door):
-        self.door = door
-
-    def buildProtocol(self, addr):
-        return TwinoConnection(self.door)
-
-
 class KeepAliveService(service.Service):
     """Runs the door's one periodic sweep while the application runs."""
 
@@ -259,6 +251,6 @@ def build(config, broker, scheduler, reactor):
     """The Twino door, one listener per configured endpoint, and its keep-alive sweep."""
     settings = config["twino"]
     door = TwinoDoor(broker, scheduler, reactor, settings)
-    factory = TwinoFactory(door)
+    factory = DoorFactory(TwinoConnection, door)
     services = [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
     return door, services + [KeepAliveService(door)]
