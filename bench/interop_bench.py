@@ -25,15 +25,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 from bench.procstat import cpu_seconds
-from bench.run import HERE, ROOT, free_port
+from bench.processes import HERE, free_port, last_json, spawn
 from bridge.clients import twino
 
-PY = sys.executable
 TARGET = 1.25
 
 # comparison: (cross path, the consumer door's own path, the publisher door's own path);
@@ -47,17 +45,6 @@ COMPARISONS = {
     "queue-from-twino": (("twino", "mqks", "queue"), MQKS_OWN, TWINO_OWN),
     "queue-to-twino": (("mqks", "twino", "queue"), TWINO_OWN, MQKS_OWN),
 }
-
-
-def spawn(*args):
-    return subprocess.Popen([PY, "-m", *args], cwd=ROOT, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-
-
-def last_json(proc):
-    out = proc.stdout.read().strip().splitlines()
-    proc.wait()
-    return json.loads(out[-1])
 
 
 def server(mqks_port, twino_port, endpoint):

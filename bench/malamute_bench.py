@@ -18,15 +18,11 @@ import json
 import os
 import resource
 import socket
-import subprocess
-import sys
 import time
 
+from bench.processes import HERE, last_json, spawn
 from bench.procstat import cpu_seconds, rss_mb
 
-PY = sys.executable
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 
 # name: (mode, messages, quick messages, slow reader)
 RUNS = {
@@ -44,24 +40,13 @@ def free_endpoint():
         return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
-def spawn(*args):
-    return subprocess.Popen([PY, "-m", "bench.malamute_load", *args], cwd=ROOT,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-
-def last_json(proc):
-    out = proc.stdout.read().strip().splitlines()
-    proc.wait()
-    return json.loads(out[-1])
-
-
 def run(name, endpoint, server_pid, quick):
     mode, n, n_quick, slow = RUNS[name]
     n = n_quick if quick else n
-    reader = spawn("reader", endpoint, mode, str(n), *(["--slow"] if slow else []))
+    reader = spawn("bench.malamute_load", "reader", endpoint, mode, str(n), *(["--slow"] if slow else []))
     assert reader.stdout.readline().strip() == "ready"
     time.sleep(0.2)
-    writer = spawn("writer", endpoint, mode, str(n))
+    writer = spawn("bench.malamute_load", "writer", endpoint, mode, str(n))
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu0, peak = cpu_seconds(server_pid), rss_mb(server_pid)
     writer.stdin.write("go\n")
@@ -88,7 +73,7 @@ def run(name, endpoint, server_pid, quick):
 
 
 def round_trip(endpoint, quick):
-    proc = spawn("rtt", endpoint, str(1000 if quick else 5000))
+    proc = spawn("bench.malamute_load", "rtt", endpoint, str(1000 if quick else 5000))
     result = last_json(proc)
     return {"run": "mailbox-rtt", **{k: round(v, 1) for k, v in result.items()}}
 
@@ -99,7 +84,7 @@ def main():
     parser.add_argument("--runs", default=",".join(RUNS))
     args = parser.parse_args()
     endpoint = free_endpoint()
-    server = spawn("server", endpoint)
+    server = spawn("bench.malamute_load", "server", endpoint)
     results = []
     try:
         assert server.stdout.readline().strip() == "ready"

@@ -12,15 +12,11 @@ import json
 import os
 import resource
 import socket
-import subprocess
-import sys
 import time
 
+from bench.processes import HERE, ROOT, free_port, spawn
 from bench.procstat import cpu_seconds, rss_mb
 
-PY = sys.executable
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 
 SCENARIOS = {
     # name: (queues, consumers per queue, messages, rate, size, consumer flags)
@@ -32,17 +28,6 @@ SCENARIOS = {
 }
 QUICK = {"simple": 50_000, "fanout": 5_000, "manual-ack": 30_000, "latency-2000": 4_000,
          "backlog-1M": 100_000}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def spawn(*args):
-    return subprocess.Popen([PY, "-m", *args], cwd=ROOT, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
 
 
 class DepthProbe:

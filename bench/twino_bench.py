@@ -12,7 +12,7 @@ import resource
 import time
 
 from bench.procstat import cpu_seconds, rss_mb
-from bench.run import HERE, free_port, spawn
+from bench.processes import HERE, free_port, spawn
 from bridge.clients import twino
 
 # name: (status, request ack, consumers, messages, rate, consumer flags)
