@@ -25,13 +25,13 @@ for us).
 """
 
 import collections
-import logging
 
 import zmq
 from twisted.internet.interfaces import IReadDescriptor
+from twisted.logger import Logger
 from zope.interface import implementer
 
-log = logging.getLogger(__name__)
+log = Logger(namespace="mqksbridge.zmq")
 
 DEFAULT_ENDPOINTS = ("tcp://*:9999",)
 
@@ -109,7 +109,8 @@ class RouterReader:
         self._read_pass()
 
     def connectionLost(self, reason):
-        log.warning("ROUTER reader lost: %s", reason)
+        # The reactor closes every reader when it stops; anything else is worth a note.
+        log.info("ROUTER reader closed: {reason}", reason=reason.getErrorMessage())
         self.stop()
 
     # -- reading ------------------------------------------------------------
@@ -134,7 +135,7 @@ class RouterReader:
                 try:
                     self._on_message(frames[0], frames[1:])
                 except Exception:
-                    log.exception("on_message failed")
+                    log.failure("on_message failed")
                 if self._socket is None:
                     return          # stopped by the callback
         finally:
