@@ -3,9 +3,11 @@
 Twino queue (channel C, id N) is core queue `C/N`, grouped under core channel C; queue id 0
 is the core queue named C itself, so a Twino client reaches a queue other doors name plainly
 (an MQKS `consume jobs`, a Malamute service `jobs`) as (jobs, 0). Its Twino-only settings
-live in a TwinoQueue kept in `queue.attrs["twino"]`. A push is encoded once as the delivery
-frame (Message.raw); each delivery only flips the FirstAcquirer and PendingAcknowledge bits.
-Foreign messages go through bridge.convert.twino.
+live in a TwinoQueue kept in `queue.attrs["twino"]`. A push keeps its decoded frame and what
+its delivery frame changes in Message.raw: that frame is encoded on the first delivery to a
+Twino consumer (never, when only other doors consume the message), then each delivery only
+flips the FirstAcquirer and PendingAcknowledge bits. Foreign messages go through
+bridge.convert.twino.
 """
 import fnmatch
 
@@ -14,8 +16,8 @@ from bridge.convert.twino import from_frame, queue_delivery
 from core import Consumer
 from core.queue import BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED
 from protocols.twino.codec import (
-    FIRST_ACQUIRER, Frame, Header, MessageType, NackReason, NoContent, ResultCode, append_headers,
-    encode, new_id, pull_status, server_ack,
+    FIRST_ACQUIRER, Frame, Header, MessageType, NackReason, NoContent, ResultCode,
+    TwinoProtocolError, append_headers, encode, new_id, pull_status, server_ack,
 )
 from protocols.twino.models import QUEUE_STATUS_NAMES
 
@@ -106,13 +108,34 @@ class TwinoQueue:
 _patched = [None, 0, 0, None]   # last (raw, byte 0, byte 1, patched copy): broadcasts reuse it
 
 
+def relayed(message):
+    """The delivery frame of a push to this queue, encoded once for every receiver.
+
+    Only a frame whose names or headers held bytes that are not UTF-8 can fail: each such
+    byte comes back as a 3-byte U+FFFD, which may not fit any more."""
+    raw = message.raw
+    if type(raw) is tuple:
+        frame, wire_id, source, ack = raw
+        try:
+            raw = encode(Frame(0x11, True, frame.high_priority, frame.ttl,
+                               frame.pending_response, ack, wire_id, source, frame.target,
+                               frame.content_type, frame.headers, frame.content))
+        except TwinoProtocolError as exc:
+            raise Unrepresentable(str(exc)) from None
+        message.raw = raw
+    return raw
+
+
 def deliver(consumer, entry):
     """Write one delivery. A Twino push relays its own frame, with FirstAcquirer set only for
     the first receiver and PendingAcknowledge as this consumer acks."""
     conn, state = consumer.tag
     message = entry.message
     if message.raw_door is state.raw_door:
-        raw = message.raw
+        try:
+            raw = relayed(message)
+        except Unrepresentable as exc:
+            return undeliverable(consumer, entry, exc.reason)
         b0, b1 = raw[0], raw[1]
         n0 = b0 | 0x80 if entry.deliveries == 1 else b0 & 0x7F
         n1 = b1 | 0x40 if consumer.manual_ack else b1 & 0xBF
@@ -337,10 +360,8 @@ class TwinoQueues:
         client_id = conn.client.id
         wire_id = frame.message_id or (new_id() if state.use_message_id else None)
         now = self.door.clock()
-        raw = encode(Frame(0x11, True, frame.high_priority, frame.ttl, frame.pending_response,
-                           state.request_ack, wire_id, None if state.hide_names else client_id,
-                           frame.target, frame.content_type, frame.headers, frame.content))
-        message = from_frame(frame, wire_id or new_id(), client_id, state.name, raw,
+        relay = (frame, wire_id, None if state.hide_names else client_id, state.request_ack)
+        message = from_frame(frame, wire_id or new_id(), client_id, state.name, relay,
                             state.raw_door, now,
                             now + state.message_timeout if state.message_timeout else None)
         queue = state.queue
@@ -395,10 +416,9 @@ class TwinoQueues:
 
     def push_copy(self, conn, frame, state):
         now = self.door.clock()
-        raw = encode(Frame(0x11, True, frame.high_priority, 16, False, state.request_ack,
-                           frame.message_id, None if state.hide_names else conn.client.id,
-                           frame.target, frame.content_type, frame.headers, frame.content))
-        message = from_frame(frame, frame.message_id, conn.client.id, state.name, raw,
+        relay = (frame, frame.message_id, None if state.hide_names else conn.client.id,
+                 state.request_ack)
+        message = from_frame(frame, frame.message_id, conn.client.id, state.name, relay,
                             state.raw_door, now,
                             now + state.message_timeout if state.message_timeout else None)
         if state.queue.refusal(message) is None:
@@ -456,15 +476,15 @@ class TwinoQueues:
                 extra += [(Header.PRIORITY_MESSAGES, str(left[index][0])),
                           (Header.MESSAGES, str(left[index][1]))]
             message = entry.message
-            if message.raw_door is state.raw_door:
-                write(append_headers(message.raw, extra,
-                                     FIRST_ACQUIRER | (_PENDING_ACK if ack_bit else 0),
-                                     0 if ack_bit else _PENDING_ACK))
-            else:
-                try:
+            try:
+                if message.raw_door is state.raw_door:
+                    write(append_headers(relayed(message), extra,
+                                         FIRST_ACQUIRER | (_PENDING_ACK if ack_bit else 0),
+                                         0 if ack_bit else _PENDING_ACK))
+                else:
                     write(append_headers(queue_delivery(
                         message, conn.wire_id(message.id), state.channel, state.id, True,
                         ack_bit, state.hide_names), extra, 0, 0))
-                except Unrepresentable as exc:
-                    undeliverable(consumer, entry, exc.reason)
+            except Unrepresentable as exc:
+                undeliverable(consumer, entry, exc.reason)
         write(encode(pull_status(request, NoContent.END)))

@@ -223,3 +223,27 @@ def test_large_frame_in_many_chunks():
     for start in range(0, len(raw), 50_000):
         frames += decoder.feed(raw[start:start + 50_000])
     assert [frame.content for frame in frames] == [content] and decoder.buffered == 0
+
+
+def test_same_name_bytes_split_differently_keep_their_own_names():
+    pairs = [("ab", None), ("a", "b"), (None, "ab"), ("a", "b"), ("\ufffd", "b")]
+    pairs += [(f"s{i}", "t") for i in range(100)] + [("a", "b")]
+    frames = [Frame(MessageType.QUEUE_MESSAGE, source=s, target=t, content=b"x")
+              for s, t in pairs]
+    raw = b"".join(codec.encode(frame) for frame in frames)
+    assert FrameDecoder(apply_ttl=False).feed(raw) == frames
+    bad = bytes([0x11, 0x10, 0, 1, 1, 0, 0, 0]) + b"\xff\xfe"
+    assert [(f.source, f.target) for f in FrameDecoder().feed(bad + bad)] == [
+        ("\ufffd", "\ufffd")] * 2
+
+
+def test_large_frames_with_names_in_many_chunks():
+    frames = [Frame(MessageType.QUEUE_MESSAGE, message_id=f"m{i}", source="s", target="t",
+                    content_type=i, headers=[("K", str(i))], content=bytes([i]) * 700_000)
+              for i in range(3)]
+    raw = b"".join(codec.encode(frame) for frame in frames)
+    decoder = FrameDecoder(apply_ttl=False)
+    got = []
+    for start in range(0, len(raw), 900_001):
+        got += decoder.feed(raw[start:start + 900_001])
+    assert got == frames and decoder.buffered == 0

@@ -1,10 +1,63 @@
 """Core Message <-> Twino frames for other doors, and appending pull headers to raw frames."""
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bridge.convert import Unrepresentable
-from bridge.convert.twino import from_frame, queue_delivery, refusal, wire_id
+from bridge.convert.twino import (
+    frame_headers,
+    from_frame,
+    queue_delivery,
+    refusal,
+    wire_id,
+)
 from core import Message
-from protocols.twino.codec import Frame, MessageType, append_headers, decode, encode
+from protocols.twino.codec import (
+    Frame,
+    MessageType,
+    TwinoProtocolError,
+    append_headers,
+    decode,
+    encode,
+)
+
+texts = st.text(max_size=12) | st.sampled_from(["jobs", "a\r\nb", "\udcff", "s" * 256])
+bodies = st.binary(max_size=40) | st.sampled_from([252, 253, 65536]).map(bytes)
+messages = st.builds(
+    Message, texts, texts, st.lists(bodies, min_size=1, max_size=3).map(tuple),
+    st.none() | st.dictionaries(st.text(min_size=1, max_size=5), texts, max_size=2), texts,
+    st.sampled_from(["mqks", "malamute", "twino"]), st.just(""), st.booleans())
+
+
+def reference_delivery(message, message_id, channel, queue_id, first, pending_ack, hide):
+    """queue_delivery as one plain encode of the frame the mapping describes."""
+    source = None if hide else message.sender or None
+    if source is not None and len(source.encode("utf-8", "replace")) > 255:
+        raise Unrepresentable("sender")
+    try:
+        return encode(Frame(MessageType.QUEUE_MESSAGE, first, message.priority, 16, False,
+                            pending_ack, message_id, source, channel, queue_id,
+                            frame_headers(message), message.body))
+    except (TwinoProtocolError, UnicodeEncodeError) as exc:
+        raise Unrepresentable(str(exc)) from None
+
+
+def outcome(build, *args):
+    try:
+        return build(*args)
+    except Unrepresentable:
+        return Unrepresentable
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(messages, st.none() | texts, st.sampled_from(["ch", "é" * 100, "x" * 256]),
+       st.sampled_from([0, 1, 0xFFFF, 0x10000]), st.booleans(), st.booleans(), st.booleans())
+def test_queue_delivery_is_the_plain_encode_of_its_frame(message, message_id, channel, queue_id,
+                                                         first, pending_ack, hide):
+    args = (message, message_id, channel, queue_id, first, pending_ack, hide)
+    expected = outcome(reference_delivery, *args)
+    assert outcome(queue_delivery, *args) == expected
+    assert outcome(queue_delivery, *args) == expected       # again, from the cached parts
 
 
 def test_foreign_message_becomes_a_queue_delivery_with_metadata_headers():

@@ -319,3 +319,19 @@ async def test_cc_copies_go_to_other_queues_under_their_own_names(server):
     assert copy.message_id != original.message_id
     await a.nothing(0.2)
     await b.nothing(0.2)
+
+
+@pytest_twisted.ensureDeferred
+async def test_push_whose_frame_cannot_be_relayed_still_reaches_other_doors(server):
+    """Push ids are relayed as decoded: 200 bytes that are not UTF-8 come back as 600 bytes
+    of U+FFFD, which no frame can carry. Only the Twino member misses that message."""
+    p, member = await clients(server, 2)
+    await make_queue(p, "odd", 1, "push", ack=False)
+    assert await member.join("odd") == 0
+    mqks = await server.mqks()
+    assert (await mqks.request("c consume --confirm odd/1 ev")).startswith("c ok")
+    await p.send_frame(bytes([0x11, 0x10, 200, 0, 3, 1, 0, 3]) + b"\xff" * 200 + b"odd" + b"bad")
+    await p.push("odd", 1, b"good")
+    assert [f.content for f in await receive_all(member)] == [b"good"]
+    assert [line.rsplit(" ", 1)[1] for line in await mqks.lines_n(2)] == ["bad", "good"]
+    assert server.broker.counters["unrepresentable.twino"] == 1
