@@ -10,6 +10,7 @@ DEFAULTS = {
     "data_dir": "./var",
     "broker": {
         "sweep_interval": 1.0,       # seconds between ack-timeout/expiry sweeps
+        "gc_threshold": [50_000, 20, 100],  # gc.set_threshold at start; [] keeps Python's
     },
     "mqks": {
         "listen": ["tcp:25000"],
@@ -24,7 +25,8 @@ DEFAULTS = {
         "mailbox_size_limit": "max",  # content bytes kept per mailbox; "max" = unlimited
         "mailbox_size_warn": "max",   # log once when a mailbox holds more bytes than this
         "service_queue_size_limit": "max",  # content bytes queued per service it creates
-        "high_water": 10000,         # messages queued towards one peer before it counts as slow
+        "high_water": 10000,         # stream copies held for a peer whose socket is full
+        "max_message_size": 64 << 20,  # larger ZeroMQ messages: connection closed
         "credit": True,              # honour CREDIT from clients that send it (opt-in)
     },
     "twino": {

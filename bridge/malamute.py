@@ -9,18 +9,21 @@ ERROR 300/500, PONG and the three DELIVERs (specs/malamute.md, "Broker semantics
 import itertools
 from collections import Counter
 
+from twisted.application import internet
 from twisted.logger import Logger
 
-from bridge.convert.malamute import (mailbox_message, mailbox_prefix, service_message,
-                                     service_prefix, stream_message, stream_prefix)
+from bridge.convert.malamute import (deliver_header, mailbox_message, mailbox_prefix,
+                                     service_message, service_prefix, stream_message,
+                                     stream_prefix, stream_raw)
 from bridge.malamute_peer import Peer
-from bridge.malamute_socket import MalamuteService
+from bridge.zmq_endpoints import ZmqListener
+from bridge.zmtp_router import ZmtpRouter
 from core import Client, Consumer
 from core.mailbox import DROPPED
 from protocols.malamute import codec, zrex
 from protocols.malamute import session as ev
-from protocols.malamute.codec import (COMMAND_INVALID, FAILED, MalamuteDecodeError, decode,
-                                      encode_error)
+from protocols.malamute.codec import (COMMAND_INVALID, FAILED, MalamuteDecodeError,
+                                      encode_error, send_fields, stream_send_subject)
 from protocols.malamute.session import Session
 
 DOOR = "malamute"
@@ -43,7 +46,7 @@ class MalamuteDoor:
     def __init__(self, broker, *, timeout=60.0, check_interval=1.0, mailbox_size_limit=None,
                  mailbox_size_warn=None, service_queue_size_limit=None, credit=True):
         self.broker = broker
-        self.transport = None            # set by build(): send/blocked over the ROUTER
+        self.transport = None            # the ZmtpRouter: send/busy/attach_client
         self.peers = {}                  # routing id -> Peer (open sessions only)
         self.owners = {}                 # mailbox address -> Peer
         self.counters = Counter()
@@ -66,25 +69,36 @@ class MalamuteDoor:
 
     # -- input --------------------------------------------------------------------------
     def received(self, rid, frames):
-        """One multipart message from routing id `rid` (routing frame removed).
+        """One multipart message from routing id `rid` (routing frame removed)."""
+        self.received_all(rid, (frames,))
+
+    def received_all(self, rid, messages):
+        """The messages one read brought from `rid`, in order.
 
         An open session passes the three SENDs straight through (STREAM-SEND once a
-        stream is chosen), so those skip the state machine: a third of the hot path.
+        stream is chosen): they skip the state machine and the command objects, since
+        they are nearly all the traffic.
         """
-        peer = self.peers.get(rid)
-        if peer is None:
-            session = Session()
-        else:
-            peer.seen = self.generation
-            head = frames[0] if frames else b""
-            send = self._sends.get(head[2]) if len(head) > 2 else None
-            if send is not None and (peer.writer is not None or head[2] != STREAM_SEND):
-                try:
-                    self._guarded(send, peer, decode(frames), head)
-                except MalamuteDecodeError as exc:
-                    self._malformed(exc)
-                return
-            session = peer.session
+        sends = self._sends
+        for frames in messages:
+            peer = self.peers.get(rid)
+            if peer is not None:
+                peer.seen = self.generation
+                head = frames[0] if frames else b""
+                send = sends.get(head[2]) if len(head) > 2 else None
+                if send is not None and (peer.writer is not None or head[2] != STREAM_SEND):
+                    try:
+                        send(peer, head, frames)
+                    except MalamuteDecodeError as exc:
+                        self._malformed(exc)
+                    except Exception:
+                        self._failed(peer, frames)
+                    continue
+            self._command(rid, peer, frames)
+
+    def _command(self, rid, peer, frames):
+        """Anything but a SEND: through the session state machine."""
+        session = Session() if peer is None else peer.session
         outcome = session.receive_frames(frames)
         if outcome.error is not None:
             self._malformed(outcome.error)
@@ -101,10 +115,14 @@ class MalamuteDoor:
     def _guarded(self, handler, peer, command, header):
         try:
             handler(peer, command, header)
-        except Exception:                    # a bug costs this session, never the broker
-            log.failure("malamute command failed: {command!r}", command=command)
-            self.transport.send(peer.rid, ERROR_500)
-            self.end(peer)
+        except Exception:
+            self._failed(peer, command)
+
+    def _failed(self, peer, command):
+        """A bug costs this session, never the broker."""
+        log.failure("malamute command failed: {command!r}", command=command)
+        self.transport.send(peer.rid, ERROR_500)
+        self.end(peer)
 
     def _malformed(self, error):
         self.counters["malformed"] += 1
@@ -117,6 +135,7 @@ class MalamuteDoor:
                         address=rid.hex())
         self.broker.connect(client)
         peer = self.peers[rid] = Peer(self, rid, session, client, address, self.generation)
+        self.transport.attach_client(rid, client)
         peer.mail_prefix = mailbox_prefix(address)
         peer.service_prefix = service_prefix(address)
         self.counters["opened"] += 1
@@ -141,8 +160,14 @@ class MalamuteDoor:
             del self.owners[peer.address]
         self.broker.disconnect(peer.client)
 
+    def lost(self, rid):
+        """The peer's connection ended: its session (if any) ends with it."""
+        peer = self.peers.get(rid)
+        if peer is not None:
+            self.vanished(peer)
+
     def vanished(self, peer):
-        """The socket says the peer is gone (disconnected without CLOSE)."""
+        """The peer is gone (disconnected without CLOSE)."""
         self.counters["vanished"] += 1
         peer.session.expire("vanished")
         self.end(peer)
@@ -160,6 +185,7 @@ class MalamuteDoor:
     def _stream_write(self, peer, command, header):
         peer.writer = self.broker.stream(command.stream)
         peer.stream_prefix = stream_prefix(command.stream, peer.address)
+        peer.last_stream = (None,)
 
     def _stream_read(self, peer, command, header):
         stream = self.broker.stream(command.stream)
@@ -171,9 +197,13 @@ class MalamuteDoor:
         self.broker.stream(command.stream).remove_readers(peer.client)
         peer.client.streams.discard(command.stream)
 
-    def _stream_send(self, peer, command, header):
-        peer.writer.publish(stream_message(self._id(), peer, command.subject,
-                                           command.content, header), peer.client)
+    def _stream_send(self, peer, header, frames):
+        if header != peer.last_stream[0]:
+            peer.last_stream = (header, stream_send_subject(header),
+                                stream_raw(peer.stream_prefix, header))
+        _, subject, raw = peer.last_stream
+        peer.writer.publish(stream_message(self._id(), peer.address, subject,
+                                           tuple(frames[1:]), raw), peer.client)
 
     # -- mailboxes ------------------------------------------------------------------------
     def _mailbox(self, address):
@@ -186,18 +216,30 @@ class MalamuteDoor:
     def _expiry(self, timeout):
         return self.broker.clock.now() + timeout / 1000.0 if timeout else None
 
-    def _mailbox_send(self, peer, command, header):
-        mailbox = self._mailbox(command.address)
-        message = mailbox_message(self._id(), peer, command, header,
-                                  self._expiry(command.timeout))
+    def _mailbox_send(self, peer, header, frames):
+        last = peer.last_send
+        if last is None or last[0] != header or last[1] is not peer.mail_prefix:
+            last = self._fields(peer, header, peer.mail_prefix)
+        address, subject, tracker, timeout, raw = last[2:]
+        mailbox = self._mailbox(address)
+        message = mailbox_message(self._id(), peer.address, subject, tracker,
+                                  tuple(frames[1:]), raw, self._expiry(timeout))
         if mailbox.send(message) == DROPPED:
             self.counters["mailbox_dropped"] += 1
-            self.losses["mail over the limit of mailbox", command.address] += 1
+            self.losses["mail over the limit of mailbox", address] += 1
         elif (self.mailbox_warn is not None and mailbox.bytes > self.mailbox_warn
               and mailbox.name not in self._warned):
             self._warned.add(mailbox.name)
             log.warn("malamute mailbox {name!r} holds {size} bytes", name=mailbox.name,
                      size=mailbox.bytes)
+
+    @staticmethod
+    def _fields(peer, header, prefix):
+        """(header, prefix, address, subject, tracker, timeout, DELIVER header) for a SEND.
+        A sender repeats the same header (service, subject, tracker, timeout) far more
+        often than not, so the last one is kept per peer (and per kind: `prefix`)."""
+        peer.last_send = (header, prefix, *send_fields(header), deliver_header(prefix, header))
+        return peer.last_send
 
     # -- services -------------------------------------------------------------------------
     def _service(self, name):
@@ -208,13 +250,20 @@ class MalamuteDoor:
                 queue.configure(max_bytes=self.service_limit)
         return queue
 
-    def _service_send(self, peer, command, header):
-        queue = self._service(command.address)
-        message = service_message(self._id(), peer, command, header,
-                                  self._expiry(command.timeout))
+    def _service_send(self, peer, header, frames):
+        last = peer.last_send
+        if last is None or last[0] != header or last[1] is not peer.service_prefix:
+            last = self._fields(peer, header, peer.service_prefix)
+        address, timeout = last[2], last[5]
+        queue = self.broker.queues.get(address)
+        if queue is None:
+            queue = self._service(address)
+        message = service_message(self._id(), peer.address, last[3], last[4],
+                                  tuple(frames[1:]), last[6],
+                                  self._expiry(timeout) if timeout else None)
         if not queue.put_message(message):
             self.counters["service_dropped"] += 1
-            self.losses["request refused by service", command.address] += 1
+            self.losses["request refused by service", address] += 1
 
     def _service_offer(self, peer, command, header):
         """The OK is out first, so the new offer may then pick up waiting requests."""
@@ -247,7 +296,8 @@ class MalamuteDoor:
 
 
 def build(config, broker, scheduler, reactor):
-    """The Malamute door and one service binding every configured ZeroMQ endpoint."""
+    """The Malamute door: one ZMTP ROUTER listening on every configured ZeroMQ endpoint,
+    and the session expiry sweep (last, so a door's first service is a listener)."""
     settings = config["malamute"]
     door = MalamuteDoor(
         broker, timeout=float(settings["timeout"]),
@@ -256,8 +306,12 @@ def build(config, broker, scheduler, reactor):
         mailbox_size_warn=limit(settings["mailbox_size_warn"]),
         service_queue_size_limit=limit(settings["service_queue_size_limit"]),
         credit=bool(settings["credit"]))
+    door.transport = ZmtpRouter(scheduler, door.received_all, door.lost,
+                                high_water=int(settings["high_water"]),
+                                max_message=int(settings["max_message_size"]))
     if not settings["listen"]:
         return door, []
-    return door, [MalamuteService(reactor, door, settings["listen"],
-                                  high_water=int(settings["high_water"]),
-                                  check_interval=float(settings["check_interval"]))]
+    sweep = internet.TimerService(float(settings["check_interval"]), door.sweep)
+    sweep.clock = reactor
+    return door, [*(ZmqListener(reactor, endpoint, door.transport)
+                    for endpoint in settings["listen"]), sweep]

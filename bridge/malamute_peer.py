@@ -1,9 +1,9 @@
 """One open Malamute session as the core sees it: a Client plus its three delivery paths.
 
-Backpressure: streams have no storage in Malamute, so a stream message for a peer whose
-send backlog is over the mark is dropped and counted. Mailbox and service deliveries
-must not be lost, so the peer's core Client is paused instead (the core keeps them) and
-resumed once the backlog drains. A service request that cannot be handed to the socket
+Backpressure: while the peer's socket is full its core Client is paused (the ROUTER does
+that), so mailbox and service deliveries wait in the core. Streams have no storage in
+Malamute: once `high_water` stream messages wait behind a full socket, further copies
+for that peer are dropped and counted. A service request that cannot be handed to the socket
 (the peer vanished) goes back to its queue. A foreign message Malamute cannot carry (a
 subject over 255 bytes) is dropped for this peer, counted and logged, never cut.
 """
@@ -13,7 +13,8 @@ from bridge.convert.malamute import mailbox_frames, service_frames, stream_frame
 
 class Peer:
     __slots__ = ("rid", "door", "session", "client", "address", "seen", "writer", "stream_prefix",
-                 "mail_prefix", "service_prefix", "offers", "credit", "gone")
+                 "mail_prefix", "service_prefix", "offers", "credit", "gone", "last_stream",
+                 "last_send")
 
     def __init__(self, door, rid, session, client, address, seen):
         self.rid = rid
@@ -29,11 +30,13 @@ class Peer:
         self.offers = {}              # (service, pattern) -> Consumer
         self.credit = False           # the client opted into credit-based service flow
         self.gone = False
+        self.last_stream = (None,)    # the last STREAM-SEND header and what it decoded to
+        self.last_send = None         # the same for MAILBOX/SERVICE-SEND (see the door)
 
     # -- delivery callbacks handed to the core --------------------------------------------
     def stream(self, stream_name, message):
         door = self.door
-        if self.gone or door.transport.blocked(self.rid):
+        if self.gone or door.transport.busy(self.rid):
             door.counters["stream_dropped"] += 1
             door.losses["stream copy for slow reader", self.address] += 1
             return
@@ -64,16 +67,7 @@ class Peer:
 
     def _send(self, frames):
         """Hand frames to the socket; False (and the session ends) if the peer is gone."""
-        door = self.door
-        if not door.transport.send(self.rid, frames):
-            door.vanished(self)
-            return False
-        if door.transport.blocked(self.rid) and not self.client.paused:
-            self.client.pause()
-            door.transport.when_drained(self.rid, self.drained)
-        return True
-
-    def drained(self):
-        """The transport's backlog for this peer fell below the mark."""
-        if not self.gone:
-            self.client.resume()
+        if self.door.transport.send(self.rid, frames):
+            return True
+        self.door.vanished(self)
+        return False

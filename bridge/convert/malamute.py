@@ -66,22 +66,31 @@ def service_prefix(sender):
 
 
 # -- Malamute publish -> core Message -----------------------------------------------------
-# `header` is the SEND's header frame; its bytes after the command id are the DELIVER's
-# fields after the sender (a MAILBOX/SERVICE-SEND ends with a 4-byte timeout to cut).
+# The bytes of a SEND header after the command id are the DELIVER's fields after the sender
+# (a MAILBOX/SERVICE-SEND ends with a 4-byte timeout to cut), so the DELIVER header is the
+# session's prefix plus that slice.
 
-def stream_message(id, peer, subject, content, header):
-    return Message(id, subject, content, None, peer.address, ORIGIN, "", False, None, 0.0,
-                   peer.stream_prefix + header[3:], RAW_STREAM)
-
-
-def mailbox_message(id, peer, send, header, expires_at):
-    return Message(id, send.subject, send.content, None, peer.address, ORIGIN, send.tracker,
-                   False, expires_at, 0.0, peer.mail_prefix + header[3:-4], RAW_MAILBOX)
+def stream_raw(prefix, header):
+    return prefix + header[3:]
 
 
-def service_message(id, peer, send, header, expires_at):
-    return Message(id, send.subject, send.content, None, peer.address, ORIGIN, send.tracker,
-                   False, expires_at, 0.0, peer.service_prefix + header[3:-4], RAW_SERVICE)
+def deliver_header(prefix, header):
+    return prefix + header[3:-4]
+
+
+def stream_message(id, sender, subject, content, raw):
+    return Message(id, subject, content, None, sender, ORIGIN, "", False, None, 0.0, raw,
+                   RAW_STREAM)
+
+
+def mailbox_message(id, sender, subject, tracker, content, raw, expires_at):
+    return Message(id, subject, content, None, sender, ORIGIN, tracker, False, expires_at,
+                   0.0, raw, RAW_MAILBOX)
+
+
+def service_message(id, sender, subject, tracker, content, raw, expires_at):
+    return Message(id, subject, content, None, sender, ORIGIN, tracker, False, expires_at,
+                   0.0, raw, RAW_SERVICE)
 
 
 # -- core Message -> DELIVER frames --------------------------------------------------------

@@ -120,7 +120,9 @@ class MalamuteCodec:
     def to_core(p):
         send = mlm.ServiceSend("ch/1", p.subject, "trk", 0, p.frames)
         peer = SimpleNamespace(address=p.sender, service_prefix=malamute.service_prefix(p.sender))
-        return malamute.service_message(p.id, peer, send, mlm.encode(send)[0], None)
+        raw = malamute.deliver_header(peer.service_prefix, mlm.encode(send)[0])
+        return malamute.service_message(p.id, p.sender, send.subject, send.tracker, send.content,
+                                        raw, None)
 
     @staticmethod
     def deliver(message):

@@ -1,76 +1,32 @@
-"""The blocking MalamuteClient against a minimal broker built from our own pieces.
+"""The blocking MalamuteClient against the broker's Malamute door, over tcp and ipc.
 
-The broker here (RouterReader + Session + codec + zrex, with naive routing) is
-test scaffolding, not the door; it runs in the reactor while each client
-scenario runs in a worker thread.
+The broker runs in the test reactor; each client scenario runs in a worker thread.
 """
 
 import time
+from types import SimpleNamespace
 
 import pytest
 import pytest_twisted
-from twisted.internet import threads
+from twisted.internet import reactor, threads
 
+from bridge import config
 from bridge.clients.malamute import Delivery, MalamuteClient, MalamuteError, MalamuteTimeout
-from bridge.zmq_reader import RouterReader
-from protocols.malamute import codec, zrex
-from protocols.malamute import session as s
-
-
-class MiniBroker:
-    def __init__(self, endpoint):
-        from twisted.internet import reactor
-        self.sessions, self.addresses, self.readers, self.offers = {}, {}, {}, {}
-        self.router = RouterReader(reactor, self.on_message, [endpoint])
-        self.router.start()
-        self.endpoint = self.router.endpoints[0]
-
-    def on_message(self, rid, frames):
-        session = self.sessions.setdefault(rid, s.Session())
-        address = session.address
-        outcome = session.receive_frames(frames)
-        if outcome.reply is not None:
-            self.router.send(rid, codec.encode(outcome.reply))
-        for event in outcome.events:
-            self.apply(rid, address if address is not None else session.address, event)
-
-    def apply(self, rid, me, event):
-        kind = event.__class__
-        if kind is s.Open and event.address:
-            self.addresses[event.address] = rid
-        elif kind is s.StreamRead:
-            self.readers.setdefault(event.stream, []).append((rid, zrex.compile(event.pattern)))
-        elif kind is s.ServiceOffer:
-            self.offers.setdefault(event.service, []).append((rid, zrex.compile(event.pattern)))
-        elif kind is s.StreamSend:
-            frames = codec.encode_stream_deliver(event.stream, me, event.subject, event.content)
-            for reader, pattern in self.readers.get(event.stream, ()):
-                if reader != rid and pattern.search(event.subject):
-                    self.router.send(reader, frames)
-        elif kind is s.MailboxSend and event.address in self.addresses:
-            self.router.send(self.addresses[event.address], codec.encode_mailbox_deliver(
-                me, event.address, event.subject, event.tracker, event.content))
-        elif kind is s.ServiceSend:
-            for worker, pattern in self.offers.get(event.service, ()):
-                if pattern.search(event.subject):
-                    self.router.send(worker, codec.encode_service_deliver(
-                        me, event.service, event.subject, event.tracker, event.content))
-                    break
-        elif kind in (s.Close, s.Drop):
-            for table in (self.readers, self.offers):
-                for name in table:
-                    table[name] = [entry for entry in table[name] if entry[0] != rid]
-
-    def stop(self):
-        self.router.stop()
+from bridge.service import build
+from protocols.malamute import codec
 
 
 @pytest.fixture(params=["tcp", "ipc"])
 def broker(request, tmp_path):
     endpoint = "tcp://127.0.0.1:*" if request.param == "tcp" else "ipc://%s" % (tmp_path / "m.ipc")
-    mini = MiniBroker(endpoint)
-    yield mini
-    mini.stop()
+    top, _, _, listeners = build(config.load(overrides={
+        "mqks": {"listen": []}, "twino": {"listen": []}, "malamute": {"listen": [endpoint]}}),
+        reactor)
+    top.startService()
+    listener = listeners["malamute"][0]
+    pytest_twisted.blockon(listener.ready)
+    yield SimpleNamespace(endpoint=listener.endpoints[0])
+    pytest_twisted.blockon(top.stopService())
 
 
 @pytest_twisted.inlineCallbacks

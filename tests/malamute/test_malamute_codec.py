@@ -173,3 +173,46 @@ def test_mutated_commands_agree_with_schema(command, data):
         frames = frames + [data.draw(st.binary(max_size=4))]
     frames = [bytes(header)] + frames[1:]
     assert _outcome(codec.decode, frames) == _outcome(schema.parse, frames)
+
+
+# -- the door's SEND fast paths agree with decode -------------------------------------------
+
+SENDS = st.one_of(_strategy(codec.MailboxSend), _strategy(codec.ServiceSend))
+
+
+def _fast(header):
+    if header[2:3] == bytes((codec.StreamSend.ID,)):
+        return (codec.stream_send_subject(header),)
+    return codec.send_fields(header)
+
+
+def _slow(frames):
+    command = codec.decode(frames)
+    if isinstance(command, codec.StreamSend):
+        return (command.subject,)
+    return (command.address, command.subject, command.tracker, command.timeout)
+
+
+@given(st.one_of(SENDS, _strategy(codec.StreamSend)))
+def test_send_fast_paths_equal_decode(command):
+    frames = codec.encode(command)
+    assert _fast(frames[0]) == _slow(frames)
+
+
+@settings(max_examples=1000)
+@given(st.one_of(SENDS, _strategy(codec.StreamSend)), st.data())
+def test_mutated_send_headers_agree_with_decode(command, data):
+    """Whatever a header says, the fast path and decode accept or refuse it alike."""
+    header = bytearray(codec.encode(command)[0])
+    action = data.draw(st.sampled_from(["truncate", "append", "flip"]))
+    if action == "truncate":
+        del header[data.draw(st.integers(0, len(header) - 1)):]
+    elif action == "append":
+        header += data.draw(st.binary(min_size=1, max_size=4))
+    else:
+        i = data.draw(st.integers(0, len(header) - 1))
+        header[i] = data.draw(st.integers(0, 255))
+    header = bytes(header)
+    if header[2:3] != bytes((command.ID,)):
+        return                               # another command now: not a SEND
+    assert _outcome(_fast, header) == _outcome(_slow, [header, b"x"])

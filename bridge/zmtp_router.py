@@ -1,0 +1,176 @@
+"""A ZeroMQ ROUTER socket made of Twisted connections speaking ZMTP (protocols.zmtp).
+
+Each accepted connection gets a routing id once its handshake is done: the identity the
+peer announced, or five bytes made up the way libzmq makes them (a zero byte, then a
+32-bit counter). A second connection announcing an identity in use is closed, as libzmq's
+ROUTER does without ROUTER_HANDOVER. Messages arrive in batches, `on_message(routing_id, messages)` once per read;
+a connection that ends is reported once as `on_gone(routing_id)`.
+
+Output goes through an Outbox per connection (one write per reactor turn). Flow: while a
+peer's transport is full, the core client attached to it is paused, so queued work waits
+in the core; `busy(rid)` tells a sender of droppable traffic (stream copies) that the
+peer has `high_water` messages waiting beyond that point, the bound libzmq's SNDHWM gave.
+"""
+import itertools
+import os
+
+from twisted.internet import protocol
+from twisted.logger import Logger
+
+from bridge.outbox import Outbox
+from protocols.zmtp import codec
+from protocols.zmtp.codec import Connection, PeerError, Ping, Ready, ZmtpError
+
+log = Logger(namespace="mqksbridge.zmtp")
+
+
+class Flow:
+    """What an Outbox pauses: remembers the state, and passes it on to the core client
+    attached once a session opens (a fresh connection has none yet)."""
+
+    __slots__ = ("paused", "client", "backlog")
+
+    def __init__(self):
+        self.paused = False
+        self.client = None
+        self.backlog = 0                 # messages written since the pause began
+
+    def attach(self, client):
+        self.client = client
+        if self.paused and not client.paused:
+            client.pause()
+
+    def pause(self):
+        self.paused = True
+        if self.client is not None and not self.client.paused:
+            self.client.pause()
+
+    def resume(self):
+        self.paused = False
+        self.backlog = 0
+        if self.client is not None and self.client.paused:
+            self.client.resume()
+
+
+class ZmtpConnection(protocol.Protocol):
+    """One peer of the ROUTER."""
+
+    rid = None
+
+    def __init__(self, router):
+        self.router = router
+        self.zmtp = Connection("ROUTER", router.max_message)
+        self.flow = Flow()
+        self.outbox = None
+
+    def connectionMade(self):
+        self.outbox = Outbox(self.transport, self.router.scheduler, self.flow)
+        self.outbox.write(self.zmtp.preamble())
+
+    def dataReceived(self, data):
+        zmtp = self.zmtp
+        try:
+            messages = zmtp.receive_data(data)
+        except ZmtpError as exc:
+            return self.refuse(exc.reason)
+        if zmtp.events:
+            return self._events(messages)
+        if messages:
+            self.router.deliver(self.rid, messages)
+
+    def _events(self, messages):
+        """The handshake's end comes before any message; pings and goodbyes after."""
+        events, self.zmtp.events = self.zmtp.events, []
+        for event in events:
+            if isinstance(event, Ready) and not self.router.attach(self, event.identity):
+                return self.refuse("routing id already in use")
+        if messages:
+            self.router.deliver(self.rid, messages)
+        for event in events:
+            if isinstance(event, Ping):
+                self.outbox.write(codec.pong(event.context))
+            elif isinstance(event, PeerError):
+                log.info("zmtp peer closing: {reason}", reason=event.reason)
+                return self.transport.loseConnection()
+
+    def refuse(self, reason):
+        """A protocol violation costs this connection only: ERROR (once the greeting is
+        through), then close."""
+        self.router.refused += 1
+        log.info("zmtp connection refused: {reason}", reason=reason)
+        if self.zmtp.state != "greeting":
+            self.outbox.write(codec.error(reason))
+        self.zmtp.state = "closed"
+        self.outbox.close()
+        self.transport.loseConnection()
+
+    def connectionLost(self, reason):
+        if self.outbox is not None:
+            self.outbox.closed = True
+        self.router.detach(self)
+
+
+class ZmtpRouter(protocol.Factory):
+    """The ROUTER: routing ids to connections, for any number of listening endpoints."""
+
+    def __init__(self, scheduler, on_message, on_gone, *, high_water=10_000,
+                 max_message=codec.DEFAULT_MAX_MESSAGE):
+        self.scheduler = scheduler
+        self.deliver = on_message
+        self.on_gone = on_gone
+        self.high_water = high_water
+        self.max_message = max_message
+        self.peers = {}                  # routing id -> ZmtpConnection
+        self._ids = itertools.count(int.from_bytes(os.urandom(4), "big"))
+        self.refused = self.dropped = 0
+
+    def buildProtocol(self, addr):
+        return ZmtpConnection(self)
+
+    def attach(self, conn, identity):
+        """Give a connection its routing id; False if the identity is taken."""
+        if identity:
+            if identity in self.peers:
+                return False
+            rid = identity
+        else:
+            rid = b"\x00" + (next(self._ids) & 0xFFFFFFFF).to_bytes(4, "big")
+            while rid in self.peers:
+                rid = b"\x00" + (next(self._ids) & 0xFFFFFFFF).to_bytes(4, "big")
+        conn.rid = rid
+        self.peers[rid] = conn
+        return True
+
+    def detach(self, conn):
+        if conn.rid is not None and self.peers.get(conn.rid) is conn:
+            del self.peers[conn.rid]
+            self.on_gone(conn.rid)
+
+    # -- what the door uses -------------------------------------------------------------------
+    def send(self, rid, frames):
+        """Queue one message for a peer; False when no such peer is connected."""
+        conn = self.peers.get(rid)
+        if conn is None or conn.outbox.closed:
+            return False
+        flow = conn.flow
+        if flow.paused:
+            flow.backlog += 1
+        conn.outbox.write(codec.message(frames))
+        return True
+
+    def busy(self, rid):
+        """Whether droppable traffic to this peer should be dropped: its transport is full
+        and `high_water` messages already wait behind it."""
+        conn = self.peers.get(rid)
+        return conn is None or (conn.flow.paused and conn.flow.backlog >= self.high_water)
+
+    def attach_client(self, rid, client):
+        """Pause and resume this core client with the peer's flow."""
+        conn = self.peers.get(rid)
+        if conn is not None:
+            conn.flow.attach(client)
+
+    def close(self):
+        """Drop every connection (the door is stopping)."""
+        for conn in list(self.peers.values()):
+            conn.transport.loseConnection()

@@ -1,0 +1,301 @@
+"""ZMTP 3.1 (RFC 37) for the accepting end of one connection, sans-IO.
+
+The Malamute door speaks ZeroMQ's wire protocol itself instead of going through libzmq:
+a message then costs one slice per frame of a chunk parsed in one pass, and a reactor
+turn's output to a peer is one write, where libzmq costs several C calls per frame on
+each side plus an I/O thread. Clients still use libzmq (libmlm, pyzmq): to them this is a
+ROUTER socket.
+
+Scope: the NULL mechanism (what Malamute clients use), ZMTP 3.0 and 3.1 peers, the 3.1
+PING/PONG heartbeat commands. Older peers (ZMTP 1.0/2.0, libzmq before 4.0) and other
+mechanisms are refused with a clear reason, as are malformed frames and messages over
+the size limit; the caller then closes the connection (after an ERROR command once the
+greeting is through, as the RFC suggests).
+
+`Connection.receive_data(bytes)` returns the complete messages (each a `list` of frame
+bytes: the hot path, no object per message) and leaves the rare events below in
+`Connection.events` for the caller to take. A `Ready` always precedes the messages that
+follow it; a `Ping` or `PeerError` may be handled after the messages of the same call.
+See specs/zmtp.md.
+"""
+import struct
+from dataclasses import dataclass
+
+GREETING_SIZE = 64
+# signature (0xFF, 8 padding bytes, 0x7F), version 3.1, mechanism NULL, as-server 0, filler.
+# The padding holds "identity size + 1" for ZMTP 1.0 peers, as libzmq writes it.
+GREETING = (b"\xff" + b"\x00" * 7 + b"\x01\x7f" + b"\x03\x01" + b"NULL".ljust(20, b"\x00")
+            + b"\x00" + b"\x00" * 31)
+PEERS_OF = {"ROUTER": frozenset({"DEALER", "REQ", "ROUTER"}),    # RFC 28 compatible types
+            "DEALER": frozenset({"DEALER", "REP", "ROUTER"})}
+DEFAULT_MAX_MESSAGE = 64 << 20
+
+MORE, LONG, COMMAND = 0x01, 0x02, 0x04
+_U64 = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
+_LAST = [bytes((0, n)) for n in range(256)]          # short frame heads by size
+_NEXT = [bytes((MORE, n)) for n in range(256)]
+
+
+class ZmtpError(Exception):
+    """The peer broke the protocol; `reason` is what to log (and send as ERROR)."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The peer's handshake is complete. `identity` is its routing id ("" = none)."""
+    socket_type: str
+    identity: bytes
+    properties: dict
+
+
+@dataclass(frozen=True)
+class Ping:
+    """A ZMTP 3.1 heartbeat; answer with `pong(context)`."""
+    ttl: int
+    context: bytes
+
+
+@dataclass(frozen=True)
+class PeerError:
+    """The peer sent ERROR: it is closing, and says why."""
+    reason: str
+
+
+# -- encoding ------------------------------------------------------------------------------
+
+def frame(body, flags=0):
+    """One frame: flags, a 1- or 8-byte size, the body."""
+    n = len(body)
+    if n < 256:
+        return bytes((flags, n)) + body
+    return bytes((flags | LONG,)) + _U64.pack(n) + body
+
+
+def message(frames):
+    """A multipart message as wire bytes (the routing id is not on the wire)."""
+    parts = []
+    last = len(frames) - 1
+    for i, body in enumerate(frames):
+        n = len(body)
+        if n < 256:
+            parts.append((_NEXT if i < last else _LAST)[n])
+        else:
+            parts.append(bytes((LONG | MORE if i < last else LONG,)) + _U64.pack(n))
+        parts.append(body)
+    return b"".join(parts)
+
+
+def command(name, data=b""):
+    return frame(bytes((len(name),)) + name + data, COMMAND)
+
+
+def metadata(properties):
+    """READY's property list: name (1-byte size), value (4-byte size)."""
+    return b"".join(bytes((len(k),)) + k + _U32.pack(len(v)) + v for k, v in properties)
+
+
+def ready(socket_type, identity=b""):
+    return command(b"READY", metadata([(b"Socket-Type", socket_type.encode("ascii")),
+                                       (b"Identity", identity)]))
+
+
+def pong(context):
+    return command(b"PONG", context)
+
+
+def error(reason):
+    """ERROR: a reason of at most 255 bytes."""
+    raw = reason.encode("utf-8", "replace")[:255]
+    return command(b"ERROR", bytes((len(raw),)) + raw)
+
+
+# -- decoding -------------------------------------------------------------------------------
+
+def parse_metadata(data):
+    """READY/INITIATE properties as {lower-case name: value}; ZmtpError if truncated."""
+    props, pos, end = {}, 0, len(data)
+    while pos < end:
+        n = data[pos]
+        name_end = pos + 1 + n
+        if n == 0 or name_end + 4 > end:
+            raise ZmtpError("malformed READY metadata")
+        size = _U32.unpack_from(data, name_end)[0]
+        value_end = name_end + 4 + size
+        if value_end > end:
+            raise ZmtpError("malformed READY metadata")
+        props[bytes(data[pos + 1:name_end]).decode("ascii", "replace").lower()] = \
+            bytes(data[name_end + 4:value_end])
+        pos = value_end
+    return props
+
+
+def check_greeting(greeting):
+    """ZmtpError unless the peer's 64 bytes are a ZMTP 3.x NULL greeting. A shorter
+    prefix is checked as far as it goes (a ZMTP 1.0/2.0 peer never sends 64 bytes)."""
+    n = len(greeting)
+    if n and greeting[0] != 0xFF or n > 9 and not greeting[9] & 1:
+        raise ZmtpError("not a ZMTP 3 peer (unversioned greeting)")
+    if n > 10 and greeting[10] < 3:
+        minor = greeting[11] if n > 11 else 0
+        raise ZmtpError(f"ZMTP {greeting[10]}.{minor} is not supported (need 3.x)")
+    mechanism = bytes(greeting[12:32]).rstrip(b"\x00")
+    if n >= 32 and mechanism != b"NULL":
+        raise ZmtpError(f"security mechanism {mechanism!r} is not supported (only NULL)")
+
+
+class Connection:
+    """One ZMTP connection: greeting, NULL handshake, then traffic (either end: the
+    broker's ROUTER, or a benchmark's DEALER).
+
+    Our side is constant (greeting + READY), so `preamble()` is written at once on
+    connect. Frames are parsed straight out of each received chunk; only an incomplete
+    tail is buffered, and a large frame arriving piecewise is not rescanned.
+    """
+
+    __slots__ = ("socket_type", "max_message", "state", "events", "_buf", "_need", "_parts",
+                 "_size")
+
+    def __init__(self, socket_type="ROUTER", max_message=DEFAULT_MAX_MESSAGE):
+        self.socket_type = socket_type
+        self.max_message = max_message
+        self.state = "greeting"          # -> "handshake" -> "traffic" (-> "closed")
+        self.events = []                 # Ready, Ping, PeerError not yet taken by the caller
+        self._buf = bytearray()
+        self._need = GREETING_SIZE       # bytes wanted before parsing is worth trying
+        self._parts = []                 # frames of a message not yet complete
+        self._size = 0                   # their total size
+
+    def preamble(self):
+        return GREETING + ready(self.socket_type)
+
+    def receive_data(self, data):
+        """The messages (lists of frames) completed by `data`; events go to `events`.
+        ZmtpError on a protocol violation."""
+        buf = self._buf
+        if len(buf) + len(data) < self._need:
+            buf += data
+            if self.state == "greeting":
+                check_greeting(buf)
+            return []
+        if buf:
+            buf += data
+            src = bytes(buf)
+            buf.clear()
+        else:
+            src = data if type(data) is bytes else bytes(data)
+        out = []
+        pos = 0
+        try:
+            if self.state == "greeting":
+                check_greeting(src[:GREETING_SIZE])
+                self.state = "handshake"
+                pos = GREETING_SIZE
+            pos = self._frames(src, pos, out)
+        except ZmtpError:
+            if self.state != "greeting":     # the caller sends ERROR only past the greeting
+                self.state = "closed"
+            raise
+        if pos < len(src):
+            buf += src[pos:]
+        return out
+
+    def _frames(self, src, pos, out):
+        """Parse whole frames from `src[pos:]` into `out`; return the first unused offset.
+
+        Short traffic frames (flags 0 or 1: nearly every frame) take the first branch;
+        long frames and commands the general one.
+        """
+        end = len(src)
+        parts, size, limit = self._parts, self._size, self.max_message
+        traffic = self.state == "traffic"
+        need = 2
+        while end - pos >= 2:
+            flags = src[pos]
+            if flags < 2 and traffic:
+                n = src[pos + 1]
+                stop = pos + 2 + n
+                if stop > end:
+                    need = stop - pos
+                    break
+                size += n
+                if size > limit:
+                    raise ZmtpError(f"message over the {limit} byte limit")
+                parts.append(src[pos + 2:stop])
+                pos = stop
+                if not flags:
+                    out.append(parts)
+                    parts, size = [], 0
+                continue
+            if flags & LONG:
+                if end - pos < 9:
+                    need = 9
+                    break
+                n = _U64.unpack_from(src, pos + 1)[0]
+                start = pos + 9
+            else:
+                n = src[pos + 1]
+                start = pos + 2
+            if flags & 0xF8:
+                raise ZmtpError(f"reserved frame flags set ({flags:#04x})")
+            stop = start + n
+            if flags & COMMAND:
+                if parts:
+                    raise ZmtpError("command frame inside a multipart message")
+                if n > 0xFFFF + 256:
+                    raise ZmtpError("command frame too large")
+            elif not traffic:
+                raise ZmtpError("message before the handshake completed")
+            elif size + n > limit:
+                raise ZmtpError(f"message over the {limit} byte limit")
+            if stop > end:
+                need = stop - pos
+                break
+            body = src[start:stop]
+            pos = stop
+            if flags & COMMAND:
+                event = self._command(body)
+                if event is not None:
+                    self.events.append(event)
+                traffic = self.state == "traffic"
+            elif flags & MORE:
+                parts.append(body)
+                size += n
+            else:
+                parts.append(body)
+                out.append(parts)
+                parts, size = [], 0
+        self._parts, self._size, self._need = parts, size, need
+        return pos
+
+    def _command(self, body):
+        if not body or len(body) < 1 + body[0]:
+            raise ZmtpError("malformed command frame")
+        name, data = body[1:1 + body[0]], body[1 + body[0]:]
+        if self.state == "handshake":
+            if name != b"READY":
+                raise ZmtpError(f"expected READY, got {name!r}")
+            return self._ready(data)
+        if name == b"PING":
+            if len(data) < 2 or len(data) > 18:
+                raise ZmtpError("malformed PING")
+            return Ping(int.from_bytes(data[:2], "big"), data[2:])
+        if name == b"ERROR":
+            n = data[0] if data else 0
+            return PeerError(data[1:1 + n].decode("utf-8", "replace"))
+        if name == b"READY":
+            raise ZmtpError("READY after the handshake")
+        return None                      # PONG, SUBSCRIBE, CANCEL...: nothing to do here
+
+    def _ready(self, data):
+        props = parse_metadata(data)
+        socket_type = props.get("socket-type", b"").decode("ascii", "replace")
+        if socket_type not in PEERS_OF.get(self.socket_type, ()):
+            raise ZmtpError(f"socket type {socket_type or '(none)'} cannot talk to "
+                            f"{self.socket_type}")
+        self.state = "traffic"
+        return Ready(socket_type, props.get("identity", b""), props)
