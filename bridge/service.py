@@ -3,6 +3,7 @@
 Each door module exposes `build(config, broker, scheduler, reactor) -> (door, services)`;
 adding a door means adding it to DOORS, a section to config.DEFAULTS and a flag here.
 """
+import gc
 import importlib
 
 from twisted.application import service
@@ -57,13 +58,19 @@ class Options(usage.Options):
 
 
 class BrokerService(service.Service):
-    """Runs the broker's periodic sweep while the application runs."""
+    """Runs the broker's periodic sweep while the application runs, and tunes the cyclic
+    garbage collector for a broker's heap: at Python's default (a young collection every
+    700 allocations) the collector rescans queued messages thousands of times a second,
+    a quarter of a busy broker's time."""
 
-    def __init__(self, broker):
+    def __init__(self, broker, gc_threshold=None):
         self.broker = broker
+        self.gc_threshold = gc_threshold
 
     def startService(self):
         super().startService()
+        if self.gc_threshold:
+            gc.set_threshold(*self.gc_threshold)
         self.broker.start()
 
     def stopService(self):
@@ -80,7 +87,7 @@ def build(config, reactor=None):
         from twisted.internet import reactor
     top = service.MultiService()
     broker = Broker(ReactorClock(reactor), sweep_interval=config["broker"]["sweep_interval"])
-    BrokerService(broker).setServiceParent(top)
+    BrokerService(broker, config["broker"]["gc_threshold"]).setServiceParent(top)
     scheduler = FlushScheduler(reactor)
     doors, listeners = {}, {}
     for name in DOORS:

@@ -14,16 +14,19 @@ from core import Message
 
 DOOR = "mqks"
 
-# Bytes an MQKS id/event/prop value cannot carry literally.
-_UNSAFE = re.compile(rb"[\x00-\x20,=%\x7f]")
+# Bytes an MQKS id/event/prop value cannot carry literally. The checks delete them with
+# bytes.translate and compare lengths: a quarter of the cost of a regex search.
+_UNSAFE_BYTES = bytes(range(0x21)) + b",=%\x7f"
+_UNSAFE = re.compile(b"[%s]" % re.escape(_UNSAFE_BYTES))
 # Bodies that cannot travel as-is: line or tab characters, or whitespace the end would lose.
-_NOT_LINE = re.compile(rb"[\t\n\r]|[ \x0b\x0c]\Z")
+_NOT_LINE = b"\t\n\r"
+_LOST_AT_END = frozenset(b" \x0b\x0c")
 _heads = {}          # (subject, origin, sender) -> their props: senders repeat, so do subjects
 
 
 def pct(value: bytes) -> bytes:
     """Percent-encode only what would break the line or the props syntax."""
-    if _UNSAFE.search(value) is None:
+    if len(value.translate(None, _UNSAFE_BYTES)) == len(value):
         return value
     return _UNSAFE.sub(lambda m: b"%%%02X" % m.group()[0], value)
 
@@ -40,7 +43,7 @@ def _wire(text: str) -> bytes:
 def line_safe(body: bytes) -> bool:
     """Bodies that can travel as-is: UTF-8 text without line or tab characters whose end
     survives the MQKS readers' whitespace stripping."""
-    if _NOT_LINE.search(body) is not None:
+    if len(body.translate(None, _NOT_LINE)) != len(body) or (body and body[-1] in _LOST_AT_END):
         return False
     if body.isascii():
         return True
@@ -67,34 +70,51 @@ def message(req_id: bytes, subject: str, body: bytes, sender: str, event=None) -
 # -- core Message -> MQKS delivery -------------------------------------------------------------
 
 def delivery(message, retry):
-    """`{mid} {props} {data}\\n` for any message; the consumer adds `{cid} ok `."""
+    """`{mid} {props} {data}\n` for any message; the consumer adds `{cid} ok `.
+
+    A foreign single-frame text message without headers (most cross-door traffic) is
+    handled inline: this runs once per delivery."""
     if message.raw_door == DOOR and retry == 0:
         return message.raw
     if message.origin == DOOR:            # a redelivery: exactly what the original writes
         return b"%s event=%s%s %s\n" % (_wire(message.id), _wire(message.subject),
                                         b",retry=%d" % retry if retry else b"", message.body)
-    return delivery_tail(message, retry)
+    frames = message.frames
+    if retry or message.headers or len(frames) != 1:
+        return delivery_tail(message, retry)
+    body = frames[0]
+    if (len(body.translate(None, _NOT_LINE)) != len(body) or not body.isascii()
+            or (body and body[-1] in _LOST_AT_END)):
+        return delivery_tail(message, retry)
+    key = (message.subject, message.origin, message.sender)
+    head = _heads.get(key) or _head(key)
+    mid = message.id.encode("utf-8", "surrogateescape")
+    if len(mid.translate(None, _UNSAFE_BYTES)) != len(mid):
+        mid = pct(mid)
+    return b"%s%s%s\n" % (mid, head[2], body)
 
 
-def _head(subject, origin, sender):
-    """`event=…` and `origin=…[,sender=…]`, encoded once per combination."""
-    key = (subject, origin, sender)
+def _head(key):
+    """`event=…` and `origin=…[,sender=…]` for (subject, origin, sender), encoded once per
+    combination, plus the two joined as the props field (what most deliveries need)."""
     head = _heads.get(key)
     if head is None:
         if len(_heads) >= 4096:
             _heads.clear()
+        subject, origin, sender = key
         tail = b"origin=" + pct(_wire(origin))
         if sender:
             tail += b",sender=" + pct(_wire(sender))
-        head = _heads[key] = (b"event=" + pct(_wire(subject)), tail)
+        event = b"event=" + pct(_wire(subject))
+        head = _heads[key] = (event, tail, b" %s,%s " % (event, tail))
     return head
 
 
 def delivery_tail(message, retry):
     """A foreign message: origin, sender, encoding and headers as extra props."""
-    event, tail = _head(message.subject, message.origin, message.sender)
-    props = [event, b"retry=%d" % retry, tail] if retry else [event, tail]
+    event, tail, _ = _head((message.subject, message.origin, message.sender))
     frames = message.frames
+    props = [event, b"retry=%d" % retry, tail] if retry else [event, tail]
     if len(frames) == 1 and line_safe(frames[0]):
         data = frames[0]
     elif len(frames) == 1:
