@@ -1,8 +1,8 @@
 """Malamute door benchmark: throughput per kind, round trip, idle RSS, a 1M burst.
 
 stream: every message matches the reader (delivered = sent); stream-perftest: mlm_perftest's
-mix, half the messages match; burst: 1M stream messages to a reader taking 10k/s with
-libzmq's default receive HWM, so the broker must drop what the reader cannot take.
+mix, half the messages match; burst: 1M stream messages to a reader taking about 10k/s,
+so the broker must drop what the reader cannot take.
 
     python -m bench.malamute_bench [--quick] [--runs stream,mailbox,...]
 

@@ -7,17 +7,18 @@
 MODE is stream (every subject matches), perftest (mlm_perftest's mix: N `temp.moscow`
 that match the reader's `temp.` and N `rain.moscow` that do not), mailbox or service.
 Readers print `ready` once subscribed, writers wait for `go` on stdin; each prints one
-JSON line at the end. Raw DEALER sockets with pre-encoded frames keep the generator
-cheaper than the broker; the wire is what mlm_client sends (HWM 0, as mlm_perftest).
+JSON line at the end. The peers are bench.zmtp_dealer's plain-socket DEALERs sending
+pre-encoded batches, which keeps the generator cheaper than the broker; the wire is what
+mlm_client sends.
 """
 import json
 import os
 import sys
 import time
 
-import zmq
-
+from bench.zmtp_dealer import ZmtpDealer
 from protocols.malamute import codec
+from protocols.zmtp.codec import message as zmtp_message
 
 
 def _cpu():
@@ -25,23 +26,10 @@ def _cpu():
     return t.user + t.system
 
 
-def _dealer(endpoint, address, hwm=0):
-    """hwm 0 as mlm_perftest; a slow reader keeps libzmq's 1000, as an mlm_client whose
-    application stops reading soon stops taking frames off the socket."""
-    sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.SNDHWM, hwm)
-    sock.setsockopt(zmq.RCVHWM, hwm)
-    sock.setsockopt(zmq.LINGER, 5000)
-    sock.connect(endpoint)
-    _call(sock, codec.ConnectionOpen(address))
-    return sock
-
-
-def _call(sock, command):
-    sock.send_multipart(codec.encode(command))
-    reply = codec.decode(sock.recv_multipart())
-    if not isinstance(reply, codec.Ok):
-        raise SystemExit(f"{command!r} answered {reply!r}")
+def _dealer(endpoint, address):
+    dealer = ZmtpDealer(endpoint)
+    dealer.call(codec.ConnectionOpen(address))
+    return dealer
 
 
 def server(endpoint):
@@ -57,67 +45,53 @@ def server(endpoint):
 
 
 def reader(endpoint, mode, n, slow=False):
-    sock = _dealer(endpoint, "reader", 1000 if slow else 0)
+    """Counts deliveries; a slow reader takes about 10k messages a second."""
+    dealer = _dealer(endpoint, "reader")
     if mode in ("stream", "perftest"):
-        _call(sock, codec.StreamRead("bench", "temp."))
+        dealer.call(codec.StreamRead("bench", "temp."))
     elif mode == "service":
-        _call(sock, codec.ServiceOffer("bench", ""))
+        dealer.call(codec.ServiceOffer("bench", ""))
     print("ready", flush=True)
     cpu0 = _cpu()
-    recv, more, RCVMORE, NOBLOCK = sock.recv, sock.get, int(zmq.RCVMORE), int(zmq.NOBLOCK)
     count, first, last = 0, None, None
-    poller = zmq.Poller()
-    poller.register(sock, zmq.POLLIN)
     while count < n:
-        try:
-            recv(NOBLOCK)
-        except zmq.Again:               # caught up: note the time, then wait for more
-            last = time.monotonic_ns()
-            if not poller.poll(3000 if slow else 10000):
-                break                   # the rest was dropped (a slow stream reader)
-            continue
-        while more(RCVMORE):
-            recv()
-        if first is None:
-            first = time.monotonic_ns()
-        count += 1
-        if slow and count % 100 == 0:
-            time.sleep(0.01)
-    if count == n:
+        got = dealer.count(3 if slow else 10)
+        if not got:
+            break                       # the rest was dropped (a slow stream reader)
         last = time.monotonic_ns()
+        if first is None:
+            first = last
+        count += got
+        if slow:
+            time.sleep(got / 10_000)
     result = {"count": count, "first_ns": first, "last_ns": last,
               "cpu_s": _cpu() - cpu0}
     print(json.dumps(result), flush=True)
 
 
-def _frames(mode, n):
-    """Pre-encoded multipart messages for one batch (header, content)."""
+def _commands(mode):
+    """What one message of `mode` sends (perftest: a matching and a non-matching one)."""
     if mode == "stream":
-        return [codec.encode(codec.StreamSend("temp.moscow", (b"10",)))] * n
+        return [codec.StreamSend("temp.moscow", (b"10",))]
     if mode == "perftest":
-        return [codec.encode(codec.StreamSend("temp.moscow", (b"10",))),
-                codec.encode(codec.StreamSend("rain.moscow", (b"0",)))] * n
+        return [codec.StreamSend("temp.moscow", (b"10",)), codec.StreamSend("rain.moscow", (b"0",))]
     if mode == "mailbox":
-        return [codec.encode(codec.MailboxSend("reader", "subj", "", 0, (b"hello",)))] * n
-    return [codec.encode(codec.ServiceSend("bench", "req", "", 0, (b"hello",)))] * n
+        return [codec.MailboxSend("reader", "subj", "", 0, (b"hello",))]
+    return [codec.ServiceSend("bench", "req", "", 0, (b"hello",))]
 
 
 def writer(endpoint, mode, n):
-    sock = _dealer(endpoint, "writer")
+    dealer = _dealer(endpoint, "writer")
     if mode in ("stream", "perftest"):
-        _call(sock, codec.StreamWrite("bench"))
-    batch = _frames(mode, 1000)
-    send, MORE = sock.send, int(zmq.SNDMORE)
+        dealer.call(codec.StreamWrite("bench"))
+    one = b"".join(zmtp_message(codec.encode(c)) for c in _commands(mode))
+    batch = one * 1000
     sys.stdin.readline()
     cpu0 = _cpu()
     start = time.monotonic_ns()
-    left = n
-    while left:
-        for header, content in batch[:left * (2 if mode == "perftest" else 1)]:
-            send(header, MORE)
-            send(content)
-        left -= min(left, 1000)
-    _call(sock, codec.ConnectionClose())
+    for base in range(0, n, 1000):
+        dealer.send(batch if n - base >= 1000 else one * (n - base))
+    dealer.call(codec.ConnectionClose())     # answered once everything before it was read
     print(json.dumps({"start_ns": start, "end_ns": time.monotonic_ns(),
                       "cpu_s": _cpu() - cpu0}), flush=True)
 
@@ -125,16 +99,16 @@ def writer(endpoint, mode, n):
 def rtt(endpoint, n):
     """A -> B -> A by mailbox, one at a time; B is a thread-free echo in this process."""
     a, b = _dealer(endpoint, "rtt-a"), _dealer(endpoint, "rtt-b")
-    ping = codec.encode(codec.MailboxSend("rtt-b", "ping", "", 0, (b"x",)))
-    pong = codec.encode(codec.MailboxSend("rtt-a", "pong", "", 0, (b"x",)))
+    ping = zmtp_message(codec.encode(codec.MailboxSend("rtt-b", "ping", "", 0, (b"x",))))
+    pong = zmtp_message(codec.encode(codec.MailboxSend("rtt-a", "pong", "", 0, (b"x",))))
     cpu0 = _cpu()
     samples = []
     for _ in range(n):
         t0 = time.perf_counter_ns()
-        a.send_multipart(ping)
-        b.recv_multipart()
-        b.send_multipart(pong)
-        a.recv_multipart()
+        a.send(ping)
+        b.recv()
+        b.send(pong)
+        a.recv()
         samples.append(time.perf_counter_ns() - t0)
     samples.sort()
     pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))] / 1000
