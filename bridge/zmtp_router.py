@@ -33,7 +33,7 @@ class Flow:
     def __init__(self):
         self.paused = False
         self.client = None
-        self.backlog = 0                 # messages written since the pause began
+        self.backlog = 0                 # messages written since the transport filled up
 
     def attach(self, client):
         self.client = client
@@ -152,17 +152,18 @@ class ZmtpRouter(protocol.Factory):
         conn = self.peers.get(rid)
         if conn is None or conn.outbox.closed:
             return False
-        flow = conn.flow
-        if flow.paused:
-            flow.backlog += 1
-        conn.outbox.write(codec.message(frames))
+        outbox = conn.outbox
+        if outbox.transport_paused:
+            conn.flow.backlog += 1
+        outbox.write(codec.message(frames))
         return True
 
     def busy(self, rid):
         """Whether droppable traffic to this peer should be dropped: its transport is full
         and `high_water` messages already wait behind it."""
         conn = self.peers.get(rid)
-        return conn is None or (conn.flow.paused and conn.flow.backlog >= self.high_water)
+        return conn is None or (conn.outbox.transport_paused
+                                and conn.flow.backlog >= self.high_water)
 
     def attach_client(self, rid, client):
         """Pause and resume this core client with the peer's flow."""
