@@ -95,12 +95,22 @@ def service_message(id, sender, subject, tracker, content, raw, expires_at):
 
 # -- core Message -> DELIVER frames --------------------------------------------------------
 
+_stream_heads = {}   # (stream, sender, subject) -> STREAM-DELIVER header: they repeat
+
+
 def stream_frames(stream, message):
     """STREAM-DELIVER for any message read from `stream`."""
     if message.raw_door == RAW_STREAM:
         return [message.raw, *message.frames]
-    _fits(message)
-    return encode_stream_deliver(stream, message.sender, message.subject, message.frames)
+    key = (stream, message.sender, message.subject)
+    head = _stream_heads.get(key)
+    if head is None:
+        _fits(message)
+        if len(_stream_heads) >= 4096:
+            _stream_heads.clear()
+        head = _stream_heads[key] = encode_stream_deliver(stream, message.sender,
+                                                          message.subject)[0]
+    return [head, *message.frames]
 
 
 def mailbox_frames(address, message):
