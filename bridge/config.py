@@ -11,6 +11,9 @@ DEFAULTS = {
     "broker": {
         "sweep_interval": 1.0,       # seconds between ack-timeout/expiry sweeps
         "gc_threshold": [50_000, 20, 100],  # gc.set_threshold at start; [] keeps Python's
+        "flow_limit": 10_000,        # messages a queue with consumers holds before its
+                                     # publishers stop being read (0: never; core.flow)
+        "flow_max_hold": 1.0,        # seconds a publisher is held at most
     },
     "mqks": {
         "listen": ["tcp:25000"],

@@ -79,22 +79,26 @@ class MalamuteDoor:
         stream is chosen): they skip the state machine and the command objects, since
         they are nearly all the traffic.
         """
-        sends = self._sends
-        for frames in messages:
-            peer = self.peers.get(rid)
-            if peer is not None:
-                peer.seen = self.generation
-                head = frames[0] if frames else b""
-                send = sends.get(head[2]) if len(head) > 2 else None
-                if send is not None and (peer.writer is not None or head[2] != STREAM_SEND):
-                    try:
-                        send(peer, head, frames)
-                    except MalamuteDecodeError as exc:
-                        self._malformed(exc)
-                    except Exception:
-                        self._failed(peer, frames)
-                    continue
-            self._command(rid, peer, frames)
+        sends, flow = self._sends, self.broker.flow
+        try:
+            for frames in messages:
+                peer = self.peers.get(rid)
+                if peer is not None:
+                    peer.seen = self.generation
+                    flow.publisher = peer.client     # whom a congested queue holds
+                    head = frames[0] if frames else b""
+                    send = sends.get(head[2]) if len(head) > 2 else None
+                    if send is not None and (peer.writer is not None or head[2] != STREAM_SEND):
+                        try:
+                            send(peer, head, frames)
+                        except MalamuteDecodeError as exc:
+                            self._malformed(exc)
+                        except Exception:
+                            self._failed(peer, frames)
+                        continue
+                self._command(rid, peer, frames)
+        finally:
+            flow.publisher = None
 
     def _command(self, rid, peer, frames):
         """Anything but a SEND: through the session state machine."""

@@ -248,6 +248,7 @@ class MqksConnection(protocol.Protocol):
         suffix = "".join(random.choices(string.ascii_letters + string.digits, k=4))
         self.client = Client(f"{address}.{suffix}", DOOR, address=address)
         self.door.broker.connect(self.client)
+        self.client.input = self.transport
         self.outbox = Outbox(self.transport, self.door.scheduler, self.client,
                              self.door.high_water)
         self.write = self.outbox.write
@@ -262,19 +263,24 @@ class MqksConnection(protocol.Protocol):
             lines, too_long = exc.lines, True
         door = self.door
         handle, publish, ack = door.handle, door.publish_plain, door.ack_plain
-        for line in lines:
-            # Fast paths for plain publish and ack; anything unusual takes the full parser.
-            parts = line.split(b" ", 3)
-            if (len(parts) == 4 and parts[2] != b"--confirm" and line[-1] > 32
-                    and b"\t" not in line):
-                action = parts[1]
-                if action == b"publish":
-                    publish(self, parts[0], parts[2], parts[3])
-                    continue
-                if action == b"ack":
-                    ack(parts[2], parts[3])
-                    continue
-            handle(self, line)
+        flow = door.broker.flow
+        flow.publisher = self.client         # whom a congested queue holds (core.flow)
+        try:
+            for line in lines:
+                # Fast paths for plain publish and ack; anything unusual takes the full parser.
+                parts = line.split(b" ", 3)
+                if (len(parts) == 4 and parts[2] != b"--confirm" and line[-1] > 32
+                        and b"\t" not in line):
+                    action = parts[1]
+                    if action == b"publish":
+                        publish(self, parts[0], parts[2], parts[3])
+                        continue
+                    if action == b"ack":
+                        ack(parts[2], parts[3])
+                        continue
+                handle(self, line)
+        finally:
+            flow.publisher = None
         if too_long:
             door.fail(self, None, "line longer than %d bytes" % door.max_line, b"")
             self.outbox.close()

@@ -86,7 +86,10 @@ def build(config, reactor=None):
     if reactor is None:
         from twisted.internet import reactor
     top = service.MultiService()
-    broker = Broker(ReactorClock(reactor), sweep_interval=config["broker"]["sweep_interval"])
+    settings = config["broker"]
+    broker = Broker(ReactorClock(reactor), sweep_interval=settings["sweep_interval"],
+                    flow_limit=settings["flow_limit"] or None,
+                    flow_max_hold=settings["flow_max_hold"])
     BrokerService(broker, config["broker"]["gc_threshold"]).setServiceParent(top)
     scheduler = FlushScheduler(reactor)
     doors, listeners = {}, {}

@@ -146,6 +146,7 @@ class TwinoConnection(protocol.Protocol):
         peer = self.transport.getPeer()
         address = f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}"
         self.client = Client(None, DOOR, address=address)
+        self.client.input = self.transport
         self.outbox = Outbox(self.transport, door.scheduler, self.client,
                              door.settings["high_water"])
         self.write = self.outbox.write
@@ -165,15 +166,20 @@ class TwinoConnection(protocol.Protocol):
         except TwinoProtocolError as exc:
             frames, error = exc.frames, exc
         handlers = door.handlers
-        for frame in frames:
-            handler = handlers.get(frame.type)
-            if handler is not None:
-                try:
-                    handler(self, frame)
-                except Exception:
-                    door.failed(self, frame)
-            if not self.connected:
-                return
+        flow = door.broker.flow
+        flow.publisher = self.client         # whom a congested queue holds (core.flow)
+        try:
+            for frame in frames:
+                handler = handlers.get(frame.type)
+                if handler is not None:
+                    try:
+                        handler(self, frame)
+                    except Exception:
+                        door.failed(self, frame)
+                if not self.connected:
+                    return
+        finally:
+            flow.publisher = None
         if error is not None:
             self.close(f"bad frame: {error}")
 

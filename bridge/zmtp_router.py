@@ -166,10 +166,12 @@ class ZmtpRouter(protocol.Factory):
                                 and conn.flow.backlog >= self.high_water)
 
     def attach_client(self, rid, client):
-        """Pause and resume this core client with the peer's flow."""
+        """Pause and resume this core client with the peer's flow; its input is this
+        connection (publisher flow control, core.flow)."""
         conn = self.peers.get(rid)
         if conn is not None:
             conn.flow.attach(client)
+            client.input = conn.transport
 
     def close(self):
         """Drop every connection (the door is stopping)."""

@@ -3,14 +3,17 @@ every door, plus the connected clients and one periodic sweep for time-based wor
 from collections import Counter
 
 from core.channel import Channel
+from core.flow import Flow
 from core.mailbox import Mailbox
 from core.queue import Queue
 from core.stream import Stream
 
 
 class Broker:
-    def __init__(self, clock, *, mailbox_limit=None, sweep_interval=1.0):
+    def __init__(self, clock, *, mailbox_limit=None, sweep_interval=1.0, flow_limit=None,
+                 flow_max_hold=1.0):
         self.clock = clock
+        self.flow = Flow(clock, flow_limit, flow_max_hold)
         self.mailbox_limit = mailbox_limit
         self.sweep_interval = sweep_interval
         self.queues = {}
@@ -39,6 +42,7 @@ class Broker:
 
     def tick(self):
         now = self.clock.now()
+        self.flow.tick(now)
         for queue in list(self.queues.values()):
             queue.tick(now)
         for mailbox in list(self.mailboxes.values()):
@@ -90,6 +94,8 @@ class Broker:
         for consumer in queue.consumers:
             consumer.client.consumers.pop(consumer.id, None)
         queue.close()
+        if queue.held:
+            self.flow.relieved(queue)
         self.emit("queue-removed", queue=queue)
         return True
 
@@ -169,6 +175,8 @@ class Broker:
         client.streams.clear()
         if client.mailbox is not None:
             client.mailbox.detach(client)
+        if client.held:
+            self.flow.forget(client)
         self.emit("client-disconnected", client=client)
 
     def find_clients(self, name=None, type=None):

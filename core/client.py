@@ -6,10 +6,12 @@ class Client:
 
     `paused` is the door's backpressure flag (transport over its high-water mark); when
     it clears, resume() lets every queue and mailbox this client consumes catch up.
+    `input` is what the door reads this client's bytes from (pauseProducing and
+    resumeProducing), for publisher flow control (core.flow); `held` the queues holding it.
     """
 
     __slots__ = ("id", "name", "type", "door", "address", "consumers", "paused",
-                 "connected_at", "mailbox", "streams", "attrs")
+                 "connected_at", "mailbox", "streams", "attrs", "input", "held")
 
     def __init__(self, id, door, name="", type="", address="", connected_at=0.0):
         self.id = id
@@ -23,6 +25,8 @@ class Client:
         self.mailbox = None       # the Mailbox this client owns, if any
         self.streams = set()      # names of streams it reads
         self.attrs = {}           # door-private data
+        self.input = None         # set by doors whose input can be paused
+        self.held = set()
 
     def pause(self):
         self.paused = True

@@ -47,6 +47,9 @@ class Queue:
         self.consumers = []
         self.attrs = attrs if attrs is not None else {}   # door-private settings
         self.deleted = False
+        self.held = False              # publishers are held for this queue (core.flow)
+        self.delivered_at_hold = self.stalled_at = None
+        self._flow_limit = broker.flow.limit
         self._next = 0
         self._filtered = 0
         self._dispatching = False
@@ -187,6 +190,9 @@ class Queue:
             self.clear()
         self.bytes += message.size
         (self.priority if message.priority else self.entries).append(entry)
+        if (self._flow_limit is not None and len(self.entries) >= self._flow_limit
+                and self.consumers and (mode == ROUND_ROBIN or mode == PUSH_ALL)):
+            self.broker.flow.congested(self)
         if not self._dispatching:
             for c in self.consumers:        # all paused (a burst): resume() dispatches
                 if not c.client.paused:
@@ -289,6 +295,11 @@ class Queue:
     # -- dispatching --------------------------------------------------------------------
     def dispatch(self):
         """Hand stored messages to consumers as the mode allows. Re-entrant safe."""
+        self._dispatch()
+        if self.held and (len(self.entries) <= self.broker.flow.low or not self.consumers):
+            self.broker.flow.relieved(self)
+
+    def _dispatch(self):
         if self._dispatching or not self.consumers or self.deleted:
             return
         mode = self.mode

@@ -171,3 +171,40 @@ async def test_slow_consumer_keeps_broker_output_bounded(server):
     assert len(queue) == 0
     c.lines.clear()
     await c.nothing(0.1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_fast_publisher_is_paced_to_a_slow_consumer(server):
+    """Flow control (core.flow): the queue stays near the limit instead of taking in all
+    the publisher sends, the publisher is held and let go, and nothing is lost."""
+    from twisted.internet import task
+    total, body = 60_000, b"f" * 100
+    c, p = await server.mqks(), await server.mqks()
+    assert await c.request("f consume --confirm flow-q flow-e") == "f ok "
+    conn = _connection_of(server, c)
+    conn.transport.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+    c.transport.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    queue, flow = server.broker.queues["flow-q"], server.broker.flow
+    peak = [0]
+    probe = task.LoopingCall(lambda: peak.__setitem__(0, max(peak[0], len(queue))))
+    probe.start(0.002)
+    reading = [True]
+
+    def pace():                           # the consumer reads every other 5 ms
+        reading[0] = not reading[0]
+        (c.transport.resumeProducing if reading[0] else c.transport.pauseProducing)()
+    pacer = task.LoopingCall(pace)
+    pacer.start(0.005)
+    try:
+        p.transport.write(b"".join(b"m%d publish flow-e %s\n" % (n, body)
+                                   for n in range(total)))
+        await _wait_for(lambda: len(c.lines) >= total, 120, "all deliveries")
+    finally:
+        probe.stop()
+        pacer.stop()
+        c.transport.resumeProducing()
+    assert flow.holds > 0 and not flow.held
+    one_read = 64 * 1024 // len(b"m59999 publish flow-e \n" + body) + 1
+    assert peak[0] <= flow.limit + one_read, peak
+    assert list(c.lines) == [b"f ok m%d event=flow-e %s" % (n, body) for n in range(total)]
+    assert await p.request("done ping x") == "done ok x"

@@ -1,0 +1,182 @@
+"""Publisher flow control (core.flow) with a fake clock: who is held, when, and for how long."""
+import pytest
+
+from core import Broker, Client, Consumer, FakeClock, Message
+from core import queue as qmod
+
+LIMIT = 10
+
+
+class Input:
+    """What a door hands the core as a client's input: records pause/resume."""
+
+    def __init__(self):
+        self.calls = []
+
+    def pauseProducing(self):
+        self.calls.append("pause")
+
+    def resumeProducing(self):
+        self.calls.append("resume")
+
+
+def publisher(name="pub"):
+    client = Client(name, "test")
+    client.input = Input()
+    return client
+
+
+def msg(i):
+    return Message(str(i), "e", (b"x",))
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def broker(clock):
+    broker = Broker(clock, flow_limit=LIMIT, flow_max_hold=1.0)
+    broker.start()
+    return broker
+
+
+def slow_consumer(broker, queue, client=None):
+    """A consumer whose client is paused (its socket is full): messages queue up."""
+    client = client or Client("slow", "test")
+    got = []
+    broker.add_consumer(queue, Consumer("c-" + client.id, client,
+                                        lambda c, e: got.append(e.message.id)))
+    client.pause()
+    return client, got
+
+
+def publish(broker, client, queue, ids):
+    broker.flow.publisher = client
+    try:
+        for i in ids:
+            queue.put_message(msg(i))
+    finally:
+        broker.flow.publisher = None
+
+
+def test_a_congested_queue_holds_its_publisher_until_half_drained(broker):
+    q = broker.queue("q")
+    reader, got = slow_consumer(broker, q)
+    pub = publisher()
+    publish(broker, pub, q, range(LIMIT - 1))
+    assert pub.input.calls == []
+    publish(broker, pub, q, range(LIMIT - 1, 3 * LIMIT))     # the rest of that read
+    assert pub.input.calls == ["pause"] and pub.held == {q}
+    reader.resume()                                           # everything drains
+    assert len(got) == 3 * LIMIT and len(q) == 0
+    assert pub.input.calls == ["pause", "resume"] and not pub.held and not q.held
+    assert broker.flow.holds == 1
+
+
+def test_release_waits_for_the_low_mark(broker):
+    q = broker.queue("q")
+    reader, got = slow_consumer(broker, q)
+    pub = publisher()
+    publish(broker, pub, q, range(LIMIT + 4))
+    consumer = q.consumers[0]
+    consumer.credit = LIMIT + 4 - LIMIT // 2 - 1              # drain to just above the mark
+    reader.resume()
+    assert len(q) == LIMIT // 2 + 1 and pub.input.calls == ["pause"]
+    consumer.add_credit(1)
+    assert len(q) == LIMIT // 2 and pub.input.calls == ["pause", "resume"]
+
+
+def test_storage_queues_and_non_delivering_modes_hold_no_one(broker):
+    pub = publisher()
+    storage = broker.queue("storage")                          # no consumers at all
+    publish(broker, pub, storage, range(3 * LIMIT))
+    paused = broker.queue("paused")
+    slow_consumer(broker, paused, Client("r", "test"))
+    paused.set_mode(qmod.PAUSED)
+    publish(broker, pub, paused, range(3 * LIMIT))
+    assert pub.input.calls == [] and broker.flow.holds == 0
+
+
+def test_a_consumer_of_the_queue_is_never_held(broker):
+    q = broker.queue("q")
+    both = publisher("both")
+    slow_consumer(broker, q, both)                              # it must stay free to ack
+    publish(broker, both, q, range(3 * LIMIT))
+    assert both.input.calls == [] and not both.held
+
+
+def test_clients_without_input_and_input_outside_a_read_are_left_alone(broker):
+    q = broker.queue("q")
+    slow_consumer(broker, q)
+    publish(broker, Client("no-input", "test"), q, range(3 * LIMIT))
+    for i in range(3 * LIMIT):                                  # no publisher set
+        q.put_message(msg(i))
+    assert broker.flow.holds == 0
+
+
+def test_a_stalled_queue_lets_go_and_holds_no_one_until_it_delivers(broker, clock):
+    q = broker.queue("q")
+    reader, got = slow_consumer(broker, q)
+    pub = publisher()
+    publish(broker, pub, q, range(2 * LIMIT))
+    assert pub.input.calls == ["pause"]
+    clock.advance(2.5)                                          # two sweeps, nothing delivered
+    assert pub.input.calls == ["pause", "resume"]
+    publish(broker, pub, q, range(100, 100 + 3 * LIMIT))        # free to fill it now
+    assert pub.input.calls == ["pause", "resume"] and len(q) == 5 * LIMIT
+    q.consumers[0].credit = 1                                   # one delivery: moving again
+    reader.resume()
+    assert got == ["0"]
+    publish(broker, pub, q, [999])
+    assert pub.input.calls == ["pause", "resume", "pause"]
+
+
+def test_a_moving_queue_keeps_holding_past_max_hold_only_until_the_sweep(broker, clock):
+    q = broker.queue("q")
+    reader, got = slow_consumer(broker, q)
+    pub = publisher()
+    publish(broker, pub, q, range(2 * LIMIT))
+    q.consumers[0].credit = 2                                   # a trickle, not a drain
+    reader.resume()
+    clock.advance(2.5)
+    assert pub.input.calls == ["pause", "resume"]               # let go, but not stalled
+    publish(broker, pub, q, [999])
+    assert pub.input.calls == ["pause", "resume", "pause"]
+
+
+def test_two_queues_holding_one_publisher(broker):
+    q1, q2 = broker.queue("q1"), broker.queue("q2")
+    r1, _ = slow_consumer(broker, q1, Client("r1", "test"))
+    r2, _ = slow_consumer(broker, q2, Client("r2", "test"))
+    pub = publisher()
+    publish(broker, pub, q1, range(LIMIT))
+    publish(broker, pub, q2, range(LIMIT))
+    assert pub.input.calls == ["pause"] and pub.held == {q1, q2}
+    r1.resume()
+    assert pub.input.calls == ["pause"]
+    r2.resume()
+    assert pub.input.calls == ["pause", "resume"]
+
+
+def test_a_departing_publisher_or_queue_ends_the_hold(broker):
+    q = broker.queue("q")
+    reader, _ = slow_consumer(broker, q)
+    pub, other = publisher("a"), publisher("b")
+    broker.connect(pub)
+    publish(broker, pub, q, range(LIMIT))
+    publish(broker, other, q, range(LIMIT))
+    broker.disconnect(pub)
+    assert not pub.held and pub.input.calls == ["pause"]        # nothing to resume: gone
+    broker.delete_queue("q")
+    assert other.input.calls == ["pause", "resume"] and not broker.flow.held
+
+
+def test_without_a_limit_nobody_is_ever_held(clock):
+    broker = Broker(clock)
+    q = broker.queue("q")
+    slow_consumer(broker, q)
+    pub = publisher()
+    publish(broker, pub, q, range(10 * LIMIT))
+    assert pub.input.calls == [] and len(q) == 10 * LIMIT
