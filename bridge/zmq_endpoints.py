@@ -14,6 +14,10 @@ class EndpointError(ValueError):
     pass
 
 
+BACKLOG = 1024     # pending connections; Twisted's default of 50 makes a crowd of
+                   # connecting clients wait out SYN retries (libzmq listens with 100)
+
+
 def to_twisted(endpoint):
     """The Twisted endpoint string for a ZeroMQ one."""
     scheme, sep, rest = endpoint.partition("://")
@@ -26,12 +30,12 @@ def to_twisted(endpoint):
         host = host.strip("[]")
         port = "0" if port == "*" else port
         if host in ("*", "0.0.0.0", ""):
-            return f"tcp:{port}"
-        return f"tcp:{port}:interface={quoteStringArgument(host)}"
+            return f"tcp:{port}:backlog={BACKLOG}"
+        return f"tcp:{port}:interface={quoteStringArgument(host)}:backlog={BACKLOG}"
     if scheme == "ipc":
         if rest.startswith("@"):         # abstract: no file, so no lock file beside it
-            return f"unix:{quoteStringArgument(chr(0) + rest[1:])}:lockfile=0"
-        return f"unix:{quoteStringArgument(rest)}"
+            return f"unix:{quoteStringArgument(chr(0) + rest[1:])}:lockfile=0:backlog={BACKLOG}"
+        return f"unix:{quoteStringArgument(rest)}:backlog={BACKLOG}"
     raise EndpointError(f"unsupported ZeroMQ transport {scheme!r} (tcp:// or ipc://)")
 
 

@@ -136,14 +136,14 @@ async def echo(sock, payload, timeout=3.0):
 # -- endpoints --------------------------------------------------------------------------------
 
 def test_to_twisted():
-    assert to_twisted("tcp://*:9999") == "tcp:9999"
-    assert to_twisted("tcp://*:*") == "tcp:0"
-    assert to_twisted("tcp://0.0.0.0:5") == "tcp:5"
-    assert to_twisted("tcp://127.0.0.1:*") == "tcp:0:interface=127.0.0.1"
-    assert to_twisted("tcp://[::1]:5555") == r"tcp:5555:interface=\:\:1"
-    assert to_twisted("ipc:///tmp/x.sock") == "unix:/tmp/x.sock"
-    assert to_twisted("ipc://rel:ative") == r"unix:rel\:ative"
-    assert to_twisted("ipc://@name") == "unix:\0name:lockfile=0"
+    assert to_twisted("tcp://*:9999") == "tcp:9999:backlog=1024"
+    assert to_twisted("tcp://*:*") == "tcp:0:backlog=1024"
+    assert to_twisted("tcp://0.0.0.0:5") == "tcp:5:backlog=1024"
+    assert to_twisted("tcp://127.0.0.1:*") == "tcp:0:interface=127.0.0.1:backlog=1024"
+    assert to_twisted("tcp://[::1]:5555") == r"tcp:5555:interface=\:\:1:backlog=1024"
+    assert to_twisted("ipc:///tmp/x.sock") == "unix:/tmp/x.sock:backlog=1024"
+    assert to_twisted("ipc://rel:ative") == r"unix:rel\:ative:backlog=1024"
+    assert to_twisted("ipc://@name") == "unix:\0name:lockfile=0:backlog=1024"
 
 
 @pytest.mark.parametrize("bad", ["", "tcp://", "tcp:9999", "9999", "tcp://host", "tcp://h:",
