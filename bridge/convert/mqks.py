@@ -89,9 +89,9 @@ def delivery(message, retry):
     key = (message.subject, message.origin, message.sender)
     head = _heads.get(key) or _head(key)
     mid = message.id.encode("utf-8", "surrogateescape")
-    if len(mid.translate(None, _UNSAFE_BYTES)) != len(mid):
+    if not mid.isalnum() and len(mid.translate(None, _UNSAFE_BYTES)) != len(mid):
         mid = pct(mid)
-    return b"%s%s%s\n" % (mid, head[2], body)
+    return b"".join((mid, head[2], body, b"\n"))
 
 
 def _head(key):
