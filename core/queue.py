@@ -326,6 +326,8 @@ class Queue:
 
     def _dispatch_rotating(self):
         consumers, priority, entries = self.consumers, self.priority, self.entries
+        if len(consumers) == 1 and not priority and not self.wait_for_ack:
+            self._drain(consumers[0])
         wait = self.wait_for_ack
         while priority or entries:
             if wait and self._outstanding > 0:
@@ -393,6 +395,24 @@ class Queue:
             receivers = [next((c for c in receivers if c.ready()), receivers[0])]
         for c in receivers:
             self._hand(c, entry)
+
+    def _drain(self, c):
+        """The backlog to a lone auto-ack consumer without credit (a paused consumer
+        catching up, the commonest dispatch): what _hand does, minus the per-entry
+        rotation and calls. Stops when the consumer pauses or goes."""
+        if c.manual_ack or c.credit is not None:
+            return
+        entries, client, deliver = self.entries, c.client, c.deliver
+        while entries and c.active and not client.paused:
+            entry = entries.popleft()
+            self.bytes -= entry.message.size
+            c.delivered += 1
+            self.delivered += 1
+            entry.deliveries += 1
+            deliver(c, entry)
+            if entry.observer is not None:
+                entry.notify("sent", c)
+                entry.notify("ack", c)
 
     def _hand(self, c, entry):
         if c.credit is not None:
