@@ -2,9 +2,14 @@
 
 Everything a connection must send during one reactor turn (replies, deliveries for all
 its consumers) is appended to a list and written once, by a single flush scheduled per
-turn for all connections that have output. When a connection's pending bytes pass the
-high-water mark, or its transport says its buffer is full (IPushProducer), its core
-client is paused: queues keep the messages instead of piling them up in memory.
+turn for all connections that have output. While the transport says its buffer is full
+(IPushProducer), flushes wait and output keeps collecting here; once a connection's
+pending bytes pass the high-water mark its core client is paused, so queues keep the
+messages instead of piling them up in memory.
+
+Pausing the client only at the mark, not whenever the transport is full, matters: the
+transport reports full after nearly every large turn (it writes on the next poll), and a
+client paused then makes every message read in between take the queue's backlog path.
 """
 from zope.interface import implementer
 from twisted.internet.interfaces import IPushProducer
@@ -44,6 +49,7 @@ class Outbox:
         self.pending = 0
         self.dirty = False
         self.transport_paused = False
+        self.pauses = 0                  # how many times the transport filled up
         self.closed = False
         transport.registerProducer(self, True)
 
@@ -58,28 +64,33 @@ class Outbox:
 
     def flush(self):
         self.dirty = False
-        if self.parts and not self.closed:
+        if self.transport_paused or self.closed:
+            return                       # resumeProducing flushes
+        if self.parts:
             data = b"".join(self.parts) if len(self.parts) > 1 else self.parts[0]
             self.parts = []
             self.pending = 0
             self.transport.write(data)
-        if self.client.paused and not self.transport_paused and not self.closed:
+        if self.client.paused and not self.transport_paused:
             self.client.resume()
 
     def close(self):
-        """Flush what is pending, then stop producing (connection going away)."""
-        self.flush()
+        """Hand what is pending to the transport, then stop producing (connection going
+        away: the transport writes its buffer before it closes)."""
+        if self.parts and not self.closed:
+            self.transport.write(b"".join(self.parts))
+            self.parts = []
+            self.pending = 0
         self.closed = True
 
     # IPushProducer: the transport's own buffer is full / drained.
     def pauseProducing(self):
         self.transport_paused = True
-        self.client.pause()
+        self.pauses += 1
 
     def resumeProducing(self):
         self.transport_paused = False
-        if not self.closed:
-            self.client.resume()
+        self.flush()
 
     def stopProducing(self):
         self.closed = True

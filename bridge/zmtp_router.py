@@ -28,12 +28,13 @@ class Flow:
     """What an Outbox pauses: remembers the state, and passes it on to the core client
     attached once a session opens (a fresh connection has none yet)."""
 
-    __slots__ = ("paused", "client", "backlog")
+    __slots__ = ("paused", "client", "backlog", "fill")
 
     def __init__(self):
         self.paused = False
         self.client = None
         self.backlog = 0                 # messages written since the transport filled up
+        self.fill = 0                    # ...the `fill`-th time (Outbox.pauses)
 
     def attach(self, client):
         self.client = client
@@ -47,7 +48,6 @@ class Flow:
 
     def resume(self):
         self.paused = False
-        self.backlog = 0
         if self.client is not None and self.client.paused:
             self.client.resume()
 
@@ -154,7 +154,10 @@ class ZmtpRouter(protocol.Factory):
             return False
         outbox = conn.outbox
         if outbox.transport_paused:
-            conn.flow.backlog += 1
+            flow = conn.flow
+            if flow.fill != outbox.pauses:   # it filled up anew: count afresh
+                flow.fill, flow.backlog = outbox.pauses, 0
+            flow.backlog += 1
         outbox.write(codec.message(frames))
         return True
 
