@@ -10,16 +10,19 @@
 | queue-to-twino | MQKS publish -> Twino member | Twino push -> member |
 
 One broker process (every door; the MQKS stream is named `bench` so Malamute's stream load
-roles read it), one process per publisher and consumer: the existing load roles of
-bench.mqks_load, bench.twino_load and bench.malamute_load. Each comparison also runs the
-publisher door's own path (Malamute -> Malamute service, Twino -> Twino, MQKS -> MQKS), and
-the three run alternately R times; medians give msgs/s and the broker's CPU per message.
+roles read it) pinned to one CPU, one process per publisher and consumer on the others: the
+load roles of bench.mqks_load, bench.twino_load and bench.malamute_load. Each comparison
+also runs the publisher door's own path (Malamute -> Malamute service, Twino -> Twino,
+MQKS -> MQKS), and the three run alternately R times (7 by default: on a shared 2-vCPU
+machine one path's rate varies by up to 1.8x from run to run); medians give msgs/s and
+the broker's CPU per message.
 
 `ratio` = same-door rate / cross-door rate, as asked (target: a crossing costs at most 25%
 more, ratio <= 1.25). It also charges the crossing with the difference between the two doors'
 own costs (a Malamute or Twino publish costs the broker more than an MQKS line), so
 `ratio_vs_slower_door` = the slower of the two same-door rates / the cross-door rate isolates
-what crossing itself costs. Results go to bench/results/interop-latest.json.
+what crossing itself costs. Results go to bench/results/interop-latest.json and a chart to
+bench/results/interop.png.
 """
 import argparse
 import json
@@ -98,20 +101,26 @@ def consumer(broker, door, kind, n, queue, event, channel):
     return proc
 
 
+BODY = 20   # bytes of every message body, whichever door publishes it
+
+
 def publisher(broker, door, kind, dst, n, queue, event, channel):
-    """Start the publisher of `door` aimed at the consumer's queue or stream (waits for go)."""
+    """Start the publisher of `door` aimed at the consumer's queue or stream (waits for go).
+    Each sends BODY-byte bodies, so paths differ only in what their protocols add."""
     if door == "malamute":
         mode = "stream" if kind == "stream" else "service"   # service `bench` = queue `bench`
-        return spawn("bench.malamute_load", "writer", broker.endpoint, mode, str(n))
+        return spawn("bench.malamute_load", "writer", broker.endpoint, mode, str(n),
+                     str(BODY))
     if door == "twino":
         target = channel if dst == "twino" else queue.split("/")[0]
         return spawn("bench.twino_load", "producer", str(broker.twino), target, "1", str(n),
-                     "20", "0")
+                     str(BODY), "0")     # a BODY-byte body: timestamp, dash, padding
     if kind == "stream":
         event = "temp.moscow"
     elif dst == "twino":                   # bind the event to the Twino queue first
         bind(broker, f"{channel}/1", event)
-    return spawn("bench.mqks_load", "publisher", str(broker.mqks), event, str(n), "0", "20")
+    return spawn("bench.mqks_load", "publisher", str(broker.mqks), event, str(n), "0",
+                 str(BODY + 18))         # "0-" and SIZE - 20 bytes of padding
 
 
 def bind(broker, queue, event):
@@ -152,12 +161,17 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=None)
     args = parser.parse_args(argv)
     n = 30_000 if args.quick else 200_000
-    repeat = args.repeat or (1 if args.quick else 3)
+    repeat = args.repeat or (1 if args.quick else 7)
     broker = Broker()
     rows = []
     try:
         for name, paths in COMPARISONS.items():
-            samples = [[run_path(broker, path, n) for path in paths] for _ in range(repeat)]
+            samples = []
+            for k in range(repeat):
+                samples.append([run_path(broker, path, n) for path in paths])
+                print(f"  {name} {k + 1}/{repeat}: " + "  ".join(
+                    f"{'->'.join(p[:2])} {s['msgs_per_s']:,.0f}/s"
+                    for p, s in zip(paths, samples[-1])), file=sys.stderr, flush=True)
             cross, same, own = ({m: statistics.median(s[i][m] for s in samples)
                                  for m in samples[0][i]} for i in range(3))
             ratio = same["msgs_per_s"] / cross["msgs_per_s"]
@@ -181,6 +195,38 @@ def main(argv=None):
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "interop-latest.json"), "w") as f:
         json.dump({"target_ratio": TARGET, "comparisons": rows}, f, indent=1)
+    chart(rows, os.path.join(HERE, "results", "interop.png"))
+
+
+def chart(rows, path):
+    """Grouped bars per comparison: the cross-door path, the consumer door's own path and
+    the publisher door's own path, with the ratio against the target."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.27
+    kinds = (("cross", "cross-door path"), ("same", "consumer door's own path"),
+             ("publisher_own", "publisher door's own path"))
+    for i, (key, label) in enumerate(kinds):
+        ax.bar([x + i * width for x in range(len(rows))],
+               [r[f"{key}_msgs_per_s"] for r in rows], width, label=label)
+    for x, r in enumerate(rows):
+        ax.annotate(f"{r['ratio']:.2f}x", (x, r["cross_msgs_per_s"]), ha="center",
+                    va="bottom", fontsize=9,
+                    color="tab:green" if r["within_target"] else "tab:red")
+    ax.set_xticks([x + width for x in range(len(rows))],
+                  [r["cross_path"] for r in rows], fontsize=8)
+    ax.set_ylabel("messages / s (median)")
+    ax.set_title(f"Cross-door cost (target: ratio <= {TARGET}), "
+                 f"{rows[0]['messages']:,} messages x {rows[0]['repeat']} runs")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
 
 
 if __name__ == "__main__":

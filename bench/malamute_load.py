@@ -2,7 +2,7 @@
 
     python -m bench.malamute_load server ENDPOINT
     python -m bench.malamute_load reader ENDPOINT MODE N [--slow]
-    python -m bench.malamute_load writer ENDPOINT MODE N
+    python -m bench.malamute_load writer ENDPOINT MODE N [SIZE]
     python -m bench.malamute_load rtt ENDPOINT N
 MODE is stream (every subject matches), perftest (mlm_perftest's mix: N `temp.moscow`
 that match the reader's `temp.` and N `rain.moscow` that do not), mailbox or service.
@@ -69,22 +69,24 @@ def reader(endpoint, mode, n, slow=False):
     print(json.dumps(result), flush=True)
 
 
-def _commands(mode):
-    """What one message of `mode` sends (perftest: a matching and a non-matching one)."""
+def _commands(mode, size):
+    """What one message of `mode` sends (perftest: mlm_perftest's matching and
+    non-matching pair; the others a `size`-byte body)."""
+    body = b"x" * size
     if mode == "stream":
-        return [codec.StreamSend("temp.moscow", (b"10",))]
+        return [codec.StreamSend("temp.moscow", (body,))]
     if mode == "perftest":
         return [codec.StreamSend("temp.moscow", (b"10",)), codec.StreamSend("rain.moscow", (b"0",))]
     if mode == "mailbox":
-        return [codec.MailboxSend("reader", "subj", "", 0, (b"hello",))]
-    return [codec.ServiceSend("bench", "req", "", 0, (b"hello",))]
+        return [codec.MailboxSend("reader", "subj", "", 0, (body,))]
+    return [codec.ServiceSend("bench", "req", "", 0, (body,))]
 
 
-def writer(endpoint, mode, n):
+def writer(endpoint, mode, n, size=20):
     dealer = _dealer(endpoint, "writer")
     if mode in ("stream", "perftest"):
         dealer.call(codec.StreamWrite("bench"))
-    one = b"".join(zmtp_message(codec.encode(c)) for c in _commands(mode))
+    one = b"".join(zmtp_message(codec.encode(c)) for c in _commands(mode, size))
     batch = one * 1000
     sys.stdin.readline()
     cpu0 = _cpu()
@@ -123,7 +125,7 @@ def main(argv):
     elif role == "reader":
         reader(endpoint, argv[2], int(argv[3]), "--slow" in argv)
     elif role == "writer":
-        writer(endpoint, argv[2], int(argv[3]))
+        writer(endpoint, argv[2], int(argv[3]), *map(int, argv[4:5]))
     else:
         rtt(endpoint, int(argv[2]))
 

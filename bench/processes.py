@@ -16,10 +16,23 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _cpus(role):
+    """Where a process may run: the broker gets CPU 0 to itself and the load roles share
+    the others, so a generator never preempts the broker it measures (with 2 CPUs this
+    halves the run-to-run spread). One CPU: no pinning."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None
+    return cpus[:1] if role == "server" else cpus[1:]
+
+
 def spawn(module, *args):
-    """`python -m module args...` from the project root, stdin/stdout piped as text."""
+    """`python -m module args...` from the project root, stdin/stdout piped as text. A
+    first argument of `server` marks the broker (see _cpus)."""
+    cpus = _cpus("server" if args[:1] == ("server",) or module == "bench.server" else "load")
+    pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
     return subprocess.Popen([PY, "-m", module, *args], cwd=ROOT, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, preexec_fn=pin)
 
 
 def last_json(proc):
