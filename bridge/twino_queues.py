@@ -369,6 +369,11 @@ class TwinoQueues:
         if refused is not None:
             return self.push_failed(conn, frame, ResultCode.UNAUTHORIZED if refused == "stopped"
                                     else ResultCode.LIMIT_EXCEEDED, refused)
+        if queue.mode == PULL:               # only Twino pullers take from it: encode
+            try:                             # now rather than while a puller waits
+                relayed(message)
+            except Unrepresentable:
+                pass                         # the pull drops and counts it
         observer = None
         wants_ack = frame.pending_ack and wire_id is not None
         if wants_ack and state.policy != "received":
