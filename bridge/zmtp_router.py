@@ -122,7 +122,7 @@ class ZmtpRouter(protocol.Factory):
         self.max_message = max_message
         self.peers = {}                  # routing id -> ZmtpConnection
         self._ids = itertools.count(int.from_bytes(os.urandom(4), "big"))
-        self.refused = self.dropped = 0
+        self.refused = 0                 # connections closed for breaking the protocol
 
     def buildProtocol(self, addr):
         return ZmtpConnection(self)
@@ -175,8 +175,3 @@ class ZmtpRouter(protocol.Factory):
         if conn is not None:
             conn.flow.attach(client)
             client.input = conn.transport
-
-    def close(self):
-        """Drop every connection (the door is stopping)."""
-        for conn in list(self.peers.values()):
-            conn.transport.loseConnection()

@@ -94,7 +94,8 @@ class EchoDoor:
         return next(rid for rid, frames in self.received if frames[0] == payload)
 
     async def stop(self):
-        self.router.close()
+        for conn in list(self.router.peers.values()):
+            conn.transport.loseConnection()
         for listener in self.listeners:
             await listener.stopService()
 
