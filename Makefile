@@ -24,7 +24,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]' --config-settings editable_mode=compat
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.twino_bench
 	$(BIN)/python -m bench.malamute_bench
+	$(BIN)/python -m bench.interop_bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info

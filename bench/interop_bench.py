@@ -32,7 +32,8 @@ import sys
 import time
 
 from bench.procstat import cpu_seconds
-from bench.processes import HERE, free_port, last_json, spawn
+from bench.processes import HERE, free_port, last_json
+from bench.processes import spawn as _spawn
 from bridge.clients import twino
 
 TARGET = 1.25
@@ -61,6 +62,10 @@ def server(mqks_port, twino_port, endpoint):
     build(config.load(overrides=overrides), reactor)[0].startService()
     reactor.callWhenRunning(lambda: print("ready", flush=True))
     reactor.run()
+
+
+def spawn(module, *args):
+    return _spawn(module, *args, pin=True)
 
 
 class Broker:

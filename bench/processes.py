@@ -26,10 +26,11 @@ def _cpus(role):
     return cpus[:1] if role == "server" else cpus[1:]
 
 
-def spawn(module, *args):
-    """`python -m module args...` from the project root, stdin/stdout piped as text. A
-    first argument of `server` marks the broker (see _cpus)."""
-    cpus = _cpus("server" if args[:1] == ("server",) or module == "bench.server" else "load")
+def spawn(module, *args, pin=False):
+    """`python -m module args...` from the project root, stdin/stdout piped as text.
+    With `pin`, a first argument of `server` marks the broker (see _cpus). Latency runs do
+    not pin: there the load roles must not queue behind each other on one CPU."""
+    cpus = _cpus("server" if args[:1] == ("server",) else "load") if pin else None
     pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
     return subprocess.Popen([PY, "-m", module, *args], cwd=ROOT, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, preexec_fn=pin)
