@@ -6,10 +6,11 @@ peer announced, or five bytes made up the way libzmq makes them (a zero byte, th
 ROUTER does without ROUTER_HANDOVER. Messages arrive in batches, `on_message(routing_id, messages)` once per read;
 a connection that ends is reported once as `on_gone(routing_id)`.
 
-Output goes through an Outbox per connection (one write per reactor turn). Flow: while a
-peer's transport is full, the core client attached to it is paused, so queued work waits
-in the core; `busy(rid)` tells a sender of droppable traffic (stream copies) that the
-peer has `high_water` messages waiting beyond that point, the bound libzmq's SNDHWM gave.
+Output goes through an Outbox per connection (one write per reactor turn). While a peer's
+transport is full its output collects there; past the Outbox's mark the peer's Gate pauses
+the core client attached to it, so queued work waits in the core. `busy(rid)` tells a
+sender of droppable traffic (stream copies) that `high_water` messages went out since the
+transport filled up, the bound libzmq's SNDHWM gave.
 """
 import itertools
 import os
@@ -24,7 +25,7 @@ from protocols.zmtp.codec import Connection, PeerError, Ping, Ready, ZmtpError
 log = Logger(namespace="mqksbridge.zmtp")
 
 
-class Flow:
+class Gate:
     """What an Outbox pauses: remembers the state, and passes it on to the core client
     attached once a session opens (a fresh connection has none yet)."""
 
@@ -60,15 +61,17 @@ class ZmtpConnection(protocol.Protocol):
     def __init__(self, router):
         self.router = router
         self.zmtp = Connection("ROUTER", router.max_message)
-        self.flow = Flow()
+        self.gate = Gate()
         self.outbox = None
 
     def connectionMade(self):
-        self.outbox = Outbox(self.transport, self.router.scheduler, self.flow)
+        self.outbox = Outbox(self.transport, self.router.scheduler, self.gate)
         self.outbox.write(self.zmtp.preamble())
 
     def dataReceived(self, data):
         zmtp = self.zmtp
+        if zmtp.state == "closed":
+            return                       # refused: the close is under way
         try:
             messages = zmtp.receive_data(data)
         except ZmtpError as exc:
@@ -154,10 +157,10 @@ class ZmtpRouter(protocol.Factory):
             return False
         outbox = conn.outbox
         if outbox.transport_paused:
-            flow = conn.flow
-            if flow.fill != outbox.pauses:   # it filled up anew: count afresh
-                flow.fill, flow.backlog = outbox.pauses, 0
-            flow.backlog += 1
+            gate = conn.gate
+            if gate.fill != outbox.pauses:   # it filled up anew: count afresh
+                gate.fill, gate.backlog = outbox.pauses, 0
+            gate.backlog += 1
         outbox.write(codec.message(frames))
         return True
 
@@ -166,12 +169,12 @@ class ZmtpRouter(protocol.Factory):
         and `high_water` messages already wait behind it."""
         conn = self.peers.get(rid)
         return conn is None or (conn.outbox.transport_paused
-                                and conn.flow.backlog >= self.high_water)
+                                and conn.gate.backlog >= self.high_water)
 
     def attach_client(self, rid, client):
-        """Pause and resume this core client with the peer's flow; its input is this
+        """Pause and resume this core client with the peer's gate; its input is this
         connection (publisher flow control, core.flow)."""
         conn = self.peers.get(rid)
         if conn is not None:
-            conn.flow.attach(client)
+            conn.gate.attach(client)
             client.input = conn.transport

@@ -472,27 +472,27 @@ async def test_slow_dealer_pauses_flow_and_busy_after_high_water(door, dealers):
     payload = b"p" * 65536
     sent = 0
     # the DEALER reads nothing: send until the kernel and libzmq are full and stay so
-    while not (conn.flow.paused and conn.outbox.transport_paused):
+    while not (conn.gate.paused and conn.outbox.transport_paused):
         assert sent < 400, "the transport never filled"
         assert not d.router.busy(rid)
         assert d.router.send(rid, [b"%d" % sent, payload])
         sent += 1
         await sleep(0.01)
-    assert client.paused and conn.flow.backlog < high_water   # counted since it filled
+    assert client.paused and conn.gate.backlog < high_water   # counted since it filled
     late = Client("c2", "malamute")                      # attached while paused: paused
     d.router.attach_client(rid, late)
     assert late.paused
     d.router.attach_client(rid, client)
-    for _ in range(high_water - conn.flow.backlog):
+    for _ in range(high_water - conn.gate.backlog):
         assert not d.router.busy(rid)
         assert d.router.send(rid, [b"%d" % sent, payload])
         sent += 1
-    assert d.router.busy(rid) and conn.flow.backlog == high_water
+    assert d.router.busy(rid) and conn.gate.backlog == high_water
     await sleep(0.05)                                    # still full a while later
-    assert conn.flow.paused and client.paused and d.router.busy(rid)
+    assert conn.gate.paused and client.paused and d.router.busy(rid)
     got = [await recv(sock, 5) for _ in range(sent)]     # reading again: all, in order
     assert [m[0] for m in got] == [b"%d" % i for i in range(sent)]
     assert all(m[1] == payload for m in got)
-    await until(lambda: not conn.flow.paused and not client.paused, what="resume")
+    await until(lambda: not conn.gate.paused and not client.paused, what="resume")
     assert not d.router.busy(rid)
     await echo(sock, b"fast again")
