@@ -1,8 +1,14 @@
 """Malamute meets MQKS on the shared core: queue `jobs` is service `jobs`, and stream
 `mqks` carries MQKS events to Malamute readers."""
 import re
+import socket
 
 import pytest_twisted
+import zmq
+from twisted.internet import task, threads
+
+from protocols.malamute import codec
+from tests.support.lines import sleep
 
 
 @pytest_twisted.ensureDeferred
@@ -45,3 +51,55 @@ async def test_malamute_stream_send_reaches_a_bound_mqks_queue(server):
     line = await mqks.line()
     assert re.fullmatch(r"c2 ok mlm-\d+ event=temp.moscow,origin=malamute,sender=writer,"
                         r"enc=base64 /wA=", line), line
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_malamute_requester_is_paced_to_a_slow_mqks_worker(server):
+    """Flow control across doors over real sockets: the broker stops reading a Malamute
+    client whose requests fill a queue faster than its MQKS consumer drains it."""
+    total, body = 30_000, b"r" * 100
+    mqks = await server.mqks()
+    assert await mqks.request("w consume --confirm paced") == "w ok "
+    port = mqks.transport.getHost().port
+    conn = next(c for c in server.doors["mqks"].connections
+                if c.transport.getPeer().port == port)
+    conn.transport.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+    mqks.transport.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    queue, flow = server.broker.queues["paced"], server.broker.flow
+    peak, tick = [0], [0]
+
+    def pace():                               # the worker reads 2 ms in every 100
+        tick[0] += 1
+        transport = mqks.transport
+        (transport.resumeProducing if tick[0] % 50 == 0 else transport.pauseProducing)()
+    probe = task.LoopingCall(lambda: peak.__setitem__(0, max(peak[0], len(queue))))
+    pacer = task.LoopingCall(pace)
+    probe.start(0.002)
+    pacer.start(0.002)
+    requests = [codec.encode(codec.ServiceSend("paced", "job", "", 0, (b"%d-" % i + body,)))
+                for i in range(total)]
+
+    def flood():                              # a real DEALER, as fast as pyzmq sends
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 5000)
+        sock.connect(server.endpoint())
+        sock.send_multipart(codec.encode(codec.ConnectionOpen("requester")))
+        assert codec.decode(sock.recv_multipart()) == codec.Ok()
+        for frames in requests:
+            sock.send_multipart(frames)
+        sock.close()
+    try:
+        sending = threads.deferToThread(flood)
+        for _ in range(12_000):
+            if len(mqks.lines) >= total:
+                break
+            await sleep(0.01)
+        await sending
+    finally:
+        probe.stop()
+        pacer.stop()
+        mqks.transport.resumeProducing()
+    assert flow.holds > 0 and not flow.held, peak
+    assert peak[0] <= flow.limit + 64 * 1024 // len(body), peak
+    got = [line.rsplit(b" ", 1)[1] for line in mqks.lines]
+    assert got == [b"%d-" % i + body for i in range(total)]
