@@ -77,28 +77,40 @@ class MalamuteDoor:
 
         An open session passes the three SENDs straight through (STREAM-SEND once a
         stream is chosen): they skip the state machine and the command objects, since
-        they are nearly all the traffic.
+        they are nearly all the traffic. The session is looked up again only after
+        something that may have opened or ended it.
         """
         sends, flow = self._sends, self.broker.flow
+        peer = self._active(rid)
         try:
             for frames in messages:
-                peer = self.peers.get(rid)
-                if peer is not None:
-                    peer.seen = self.generation
-                    flow.publisher = peer.client     # whom a congested queue holds
-                    head = frames[0] if frames else b""
-                    send = sends.get(head[2]) if len(head) > 2 else None
+                head = frames[0] if frames else b""
+                if peer is not None and len(head) > 2:
+                    send = sends.get(head[2])
                     if send is not None and (peer.writer is not None or head[2] != STREAM_SEND):
                         try:
                             send(peer, head, frames)
+                            continue
                         except MalamuteDecodeError as exc:
                             self._malformed(exc)
+                            continue
                         except Exception:
                             self._failed(peer, frames)
+                        peer = self._active(rid)
                         continue
                 self._command(rid, peer, frames)
+                peer = self._active(rid)
         finally:
             flow.publisher = None
+
+    def _active(self, rid):
+        """The open session of `rid`, marked as seen and as the publisher a congested
+        queue holds (core.flow); None before OPEN or after the end."""
+        peer = self.peers.get(rid)
+        if peer is not None:
+            peer.seen = self.generation
+            self.broker.flow.publisher = peer.client
+        return peer
 
     def _command(self, rid, peer, frames):
         """Anything but a SEND: through the session state machine."""
@@ -222,7 +234,7 @@ class MalamuteDoor:
 
     def _mailbox_send(self, peer, header, frames):
         last = peer.last_send
-        if last is None or last[0] != header or last[1] is not peer.mail_prefix:
+        if last[0] != header or last[1] is not peer.mail_prefix:
             last = self._fields(peer, header, peer.mail_prefix)
         address, subject, tracker, timeout, raw = last[2:]
         mailbox = self._mailbox(address)
@@ -256,18 +268,17 @@ class MalamuteDoor:
 
     def _service_send(self, peer, header, frames):
         last = peer.last_send
-        if last is None or last[0] != header or last[1] is not peer.service_prefix:
+        if last[0] != header or last[1] is not peer.service_prefix:
             last = self._fields(peer, header, peer.service_prefix)
-        address, timeout = last[2], last[5]
-        queue = self.broker.queues.get(address)
+        queue = self.broker.queues.get(last[2])
         if queue is None:
-            queue = self._service(address)
+            queue = self._service(last[2])
         message = service_message(self._id(), peer.address, last[3], last[4],
-                                  tuple(frames[1:]), last[6],
-                                  self._expiry(timeout) if timeout else None)
+                                  (frames[1],) if len(frames) == 2 else tuple(frames[1:]),
+                                  last[6], self._expiry(last[5]) if last[5] else None)
         if not queue.put_message(message):
             self.counters["service_dropped"] += 1
-            self.losses["request refused by service", address] += 1
+            self.losses["request refused by service", last[2]] += 1
 
     def _service_offer(self, peer, command, header):
         """The OK is out first, so the new offer may then pick up waiting requests."""

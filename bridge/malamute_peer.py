@@ -31,7 +31,7 @@ class Peer:
         self.credit = False           # the client opted into credit-based service flow
         self.gone = False
         self.last_stream = (None,)    # the last STREAM-SEND header and what it decoded to
-        self.last_send = None         # the same for MAILBOX/SERVICE-SEND (see the door)
+        self.last_send = (None, None)  # the same for MAILBOX/SERVICE-SEND (see the door)
 
     # -- delivery callbacks handed to the core --------------------------------------------
     def stream(self, stream_name, message):

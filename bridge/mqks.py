@@ -35,12 +35,17 @@ class MqksError(Exception):
 
 
 def _deliver(consumer, entry):
-    """Write one delivery line (same-door messages relay their pre-built tail)."""
-    prefix, write = consumer.tag
-    write(prefix + _delivery(entry.message, entry.retry))
+    """Same-door messages relay their pre-built tail at once; the rest (foreign messages,
+    redeliveries) are converted at flush time, a turn's worth together (Outbox.defer)."""
+    prefix, write, defer = consumer.tag
+    message = entry.message
+    if message.raw_door == DOOR and not entry.retry:
+        write(prefix + message.raw)
+    else:
+        defer((prefix, message, entry.retry), message.size + 80)
 
 
-_delivery, _message = convert.delivery, convert.message
+_message = convert.message
 
 
 class MqksDoor:
@@ -116,7 +121,8 @@ class MqksDoor:
         old_setting = queue.when_unused if queue is not None else None
         setting_changed = not when_unused_equal(old_setting, when_unused)
         consumer = Consumer(to_name(cid), conn.client, _deliver, manual_ack=manual_ack,
-                            on_cancel=self._cancelled, tag=(cid + b" ok ", conn.write))
+                            on_cancel=self._cancelled,
+                            tag=(cid + b" ok ", conn.write, conn.outbox.defer))
         events = self._events(name)
         new_events = apply_rebind(events, replace=replace, add=add)
         bindings_changed = self.stream.set_bindings(name, map(to_name, new_events))
@@ -219,7 +225,7 @@ class MqksDoor:
         payload = update_payload(queue_raw, events, when_unused)
         for consumer in consumers:
             if consumer.client.door == DOOR and consumer.tag is not None:
-                prefix, write = consumer.tag
+                prefix, write, _ = consumer.tag
                 write(update(prefix[:-4], payload, consumer.manual_ack))
 
     def _cancelled(self, consumer):
@@ -250,7 +256,7 @@ class MqksConnection(protocol.Protocol):
         self.door.broker.connect(self.client)
         self.client.input = self.transport
         self.outbox = Outbox(self.transport, self.door.scheduler, self.client,
-                             self.door.high_water)
+                             self.door.high_water, convert.deliveries)
         self.write = self.outbox.write
         self.framer = LineFramer(self.door.max_line)
         self.door.connections.add(self)

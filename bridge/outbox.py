@@ -7,6 +7,11 @@ turn for all connections that have output. While the transport says its buffer i
 pending bytes pass the high-water mark its core client is paused, so queues keep the
 messages instead of piling them up in memory.
 
+A connection may also `defer` output whose bytes are made at flush time: all of a turn's
+deferred items go to the connection's `render` in one call, so a converter can check a
+whole batch in one pass (one C loop over joined bodies) instead of once per message.
+Direct writes render what is deferred first, so output keeps its order.
+
 Pausing the client only at the mark, not whenever the transport is full, matters: the
 transport reports full after nearly every large turn (it writes on the next poll), and a
 client paused then makes every message read in between take the queue's backlog path.
@@ -40,8 +45,10 @@ class FlushScheduler:
 class Outbox:
     """Per-connection pending output; registered as the transport's push producer."""
 
-    def __init__(self, transport, scheduler, client, high_water=256 * 1024):
+    def __init__(self, transport, scheduler, client, high_water=256 * 1024, render=None):
         self.transport = transport
+        self.render = render             # deferred items -> bytes (see defer)
+        self.deferred = []
         self.scheduler = scheduler
         self.client = client
         self.high_water = high_water
@@ -54,6 +61,8 @@ class Outbox:
         transport.registerProducer(self, True)
 
     def write(self, data):
+        if self.deferred:
+            self._render()
         self.parts.append(data)
         self.pending += len(data)
         if not self.dirty:
@@ -62,10 +71,27 @@ class Outbox:
         if self.pending > self.high_water and not self.client.paused:
             self.client.pause()
 
+    def defer(self, item, size):
+        """Queue `item` for `render` at flush time; `size` (its bytes, about) counts toward
+        the high-water mark as a write would."""
+        self.deferred.append(item)
+        self.pending += size
+        if not self.dirty:
+            self.dirty = True
+            self.scheduler.mark(self)
+        if self.pending > self.high_water and not self.client.paused:
+            self.client.pause()
+
+    def _render(self):
+        items, self.deferred = self.deferred, []
+        self.parts.append(self.render(items))
+
     def flush(self):
         self.dirty = False
         if self.transport_paused or self.closed:
             return                       # resumeProducing flushes
+        if self.deferred:
+            self._render()
         if self.parts:
             data = b"".join(self.parts) if len(self.parts) > 1 else self.parts[0]
             self.parts = []
@@ -77,6 +103,8 @@ class Outbox:
     def close(self):
         """Hand what is pending to the transport, then stop producing (connection going
         away: the transport writes its buffer before it closes)."""
+        if self.deferred and not self.closed:
+            self._render()
         if self.parts and not self.closed:
             self.transport.write(b"".join(self.parts))
             self.parts = []

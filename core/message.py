@@ -28,7 +28,9 @@ class Message:
         self.created_at = created_at
         self.raw = raw
         self.raw_door = raw_door
-        self.size = size if size is not None else sum(map(len, frames))
+        if size is None:
+            size = len(frames[0]) if len(frames) == 1 else sum(map(len, frames))
+        self.size = size
 
     @property
     def body(self) -> bytes:

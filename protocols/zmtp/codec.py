@@ -207,8 +207,9 @@ class Connection:
     def _frames(self, src, pos, out):
         """Parse whole frames from `src[pos:]` into `out`; return the first unused offset.
 
-        Short traffic frames (flags 0 or 1: nearly every frame) take the first branch;
-        long frames and commands the general one.
+        Short traffic frames (flags 0 or 1: nearly every frame) take the first branch, a
+        short two-frame message (a Malamute command and its body) in one step; long frames
+        and commands the general one.
         """
         end = len(src)
         parts, size, limit = self._parts, self._size, self.max_message
@@ -219,6 +220,13 @@ class Connection:
             if flags < 2 and traffic:
                 n = src[pos + 1]
                 stop = pos + 2 + n
+                if flags and not parts and stop + 2 <= end and not src[stop]:
+                    m = src[stop + 1]            # a short last frame follows: the common
+                    last = stop + 2 + m          # two-frame message, in one step
+                    if last <= end and n + m <= limit:
+                        out.append([src[pos + 2:stop], src[stop + 2:last]])
+                        pos = last
+                        continue
                 if stop > end:
                     need = stop - pos
                     break
