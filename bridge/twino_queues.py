@@ -359,13 +359,13 @@ class TwinoQueues:
                 return self.push_failed(conn, frame, code, "not-found")
         client_id = conn.client.id
         wire_id = frame.message_id or (new_id() if state.use_message_id else None)
-        now = self.door.clock()
+        now = conn.last_seen                 # the time of this read
         relay = (frame, wire_id, None if state.hide_names else client_id, state.request_ack)
         message = from_frame(frame, wire_id or new_id(), client_id, state.name, relay,
                             state.raw_door, now,
                             now + state.message_timeout if state.message_timeout else None)
         queue = state.queue
-        refused = queue.refusal(message)
+        refused = queue.refusal(message) if queue.limited else None
         if refused is not None:
             return self.push_failed(conn, frame, ResultCode.UNAUTHORIZED if refused == "stopped"
                                     else ResultCode.LIMIT_EXCEEDED, refused)

@@ -80,7 +80,10 @@ class Queue:
         self.dispatch()
 
     def _refresh(self):
-        """Whether put_message may skip every check and hand over directly."""
+        """Whether put_message may skip every check and hand over directly, and whether
+        any put may be refused (`limited`: doors skip `refusal` otherwise)."""
+        self.limited = (self.max_messages is not None or self.max_bytes is not None
+                        or self.max_message_size is not None or self.mode == STOPPED)
         plain = (not self.only_first and not self.wait_for_ack and not self._filtered
                  and self.max_messages is None and self.max_bytes is None
                  and self.max_message_size is None)
@@ -172,8 +175,7 @@ class Queue:
     def put(self, entry, strict=False):
         """Add an entry; with strict=True a refusal raises QueueError instead of dropping."""
         message = entry.message
-        if (self.max_messages is not None or self.max_bytes is not None
-                or self.max_message_size is not None or self.mode == STOPPED):
+        if self.limited:
             reason = self.refusal(message)
             if reason is not None:
                 if strict:
