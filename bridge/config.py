@@ -19,7 +19,7 @@ DEFAULTS = {
         "listen": ["tcp:25000"],
         "stream": "mqks",            # the core stream that carries MQKS events
         "max_line": 1 << 20,         # longer request lines: error reply, connection closed
-        "high_water": 256 * 1024,    # pending output bytes before a consumer is paused
+        "high_water": 1024 * 1024,   # pending output bytes before a consumer is paused (see docs)
     },
     "malamute": {
         "listen": ["tcp://*:9999"],  # ZeroMQ endpoints (tcp://, ipc://), repeatable
@@ -36,7 +36,7 @@ DEFAULTS = {
         "listen": ["tcp:22200"],     # Twisted endpoint strings
         "node": "mqksbridge",        # node name in events and the instance list
         "max_frame_size": 64 << 20,  # larger declared frames: connection closed, nothing buffered
-        "high_water": 256 * 1024,    # pending output bytes before a consumer is paused
+        "high_water": 1024 * 1024,   # pending output bytes before a consumer is paused (see docs)
         "ping_interval": 120.0,      # idle seconds before the server PINGs a client
         "ping_timeout": 10.0,        # seconds a PINGed client has to show any traffic
         "handshake_timeout": 10.0,   # seconds to send protocol bytes and hello

@@ -52,7 +52,7 @@ class MqksDoor:
     """Door-wide state: the consumer registry (ids are global across connections)."""
 
     def __init__(self, broker, scheduler, stream="mqks", max_line=1 << 20,
-                 high_water=256 * 1024):
+                 high_water=1 << 20):
         self.broker = broker
         self.scheduler = scheduler
         self.stream = broker.stream(stream)
