@@ -165,17 +165,23 @@ class TwinoConnection(protocol.Protocol):
             frames = self.decoder.feed(data)
         except TwinoProtocolError as exc:
             frames, error = exc.frames, exc
-        handlers = door.handlers
+        handlers, push_run = door.handlers, door.queues.push_run
         flow = door.broker.flow
         flow.publisher = self.client         # whom a congested queue holds (core.flow)
         try:
-            for frame in frames:
-                handler = handlers.get(frame.type)
-                if handler is not None:
-                    try:
-                        handler(self, frame)
-                    except Exception:
-                        door.failed(self, frame)
+            i, count = 0, len(frames)
+            while i < count:
+                frame = frames[i]
+                if frame.type == 0x11:       # QueueMessage: pushes come in runs
+                    i = push_run(self, frames, i)
+                else:
+                    i += 1
+                    handler = handlers.get(frame.type)
+                    if handler is not None:
+                        try:
+                            handler(self, frame)
+                        except Exception:
+                            door.failed(self, frame)
                 if not self.connected:
                     return
         finally:

@@ -103,28 +103,54 @@ _BAD_ENDS = tuple(bytes((c, 0)) for c in _LOST_AT_END)
 def deliveries(items):
     """Delivery lines, `prefix` first, for a turn's (prefix, message, retry) items: what
     `delivery` gives each, in one pass. Foreign single-frame messages without headers are
-    checked together (one `translate` over all bodies, one over all ids); anything else, or
-    a batch failing a check, goes through `delivery` one by one."""
+    checked together (one `translate` over all bodies, one over all ids); when they also
+    share prefix, subject, origin and sender (a burst from one publisher to one consumer)
+    the lines come from one %-format. Anything else, or a batch failing a check, goes
+    through `delivery` one by one."""
+    if not items:
+        return b""
+    prefix, first, _ = items[0]
+    subject, origin, sender = first.subject, first.origin, first.sender
+    if origin == DOOR:
+        return _one_by_one(items)
     ids, bodies = [], []
-    for prefix, message, retry in items:
-        if (retry or message.headers or len(message.frames) != 1 or message.origin == DOOR):
+    add_id, add_body = ids.append, bodies.append
+    shared = True
+    for p, message, retry in items:
+        if retry or message.headers or len(message.frames) != 1:
             return _one_by_one(items)
-        ids.append(message.id.encode("utf-8", "surrogateescape"))
-        bodies.append(message.frames[0])
-    blob, all_ids = b"\x00".join(bodies) + b"\x00", b"".join(ids)
+        if (message.subject is not subject or message.sender is not sender
+                or message.origin is not origin or p is not prefix):
+            if message.origin == DOOR:
+                return _one_by_one(items)
+            shared = False
+        add_id(message.id)
+        add_body(message.frames[0])
+    # NUL separates ids and bodies: it is an unsafe id byte, so an id holding one fails the
+    # length check below, and a body holding one at most costs a false alarm.
+    all_ids = "\x00".join(ids).encode("utf-8", "surrogateescape")
+    blob = b"\x00".join(bodies) + b"\x00"
     if (not blob.isascii() or len(blob.translate(None, _NOT_LINE)) != len(blob)
             or any(end in blob for end in _BAD_ENDS)
-            or len(all_ids.translate(None, _UNSAFE_BYTES)) != len(all_ids)):
+            or len(all_ids.translate(None, _UNSAFE_BYTES)) != len(all_ids) - len(ids) + 1):
         return _one_by_one(items)
+    wire_ids = all_ids.split(b"\x00")
+    if shared:
+        head = (_heads.get((subject, origin, sender)) or _head((subject, origin, sender)))[2]
+        line = b"%s%%s%s%%s\n" % (prefix.replace(b"%", b"%%"), head.replace(b"%", b"%%"))
+        fields = [None] * (2 * len(ids))
+        fields[::2] = wire_ids
+        fields[1::2] = bodies
+        return (line * len(ids)) % tuple(fields)
     out = []
     add = out.extend
     subject = origin = sender = head = None
-    for (prefix, message, _), mid, body in zip(items, ids, bodies):
+    for (p, message, _), mid, body in zip(items, wire_ids, bodies):
         if (message.subject is not subject or message.sender is not sender
                 or message.origin is not origin):
             subject, origin, sender = key = (message.subject, message.origin, message.sender)
             head = (_heads.get(key) or _head(key))[2]
-        add((prefix, mid, head, body, b"\n"))
+        add((p, mid, head, body, b"\n"))
     return b"".join(out)
 
 

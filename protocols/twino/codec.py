@@ -211,12 +211,20 @@ _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _FLATTEN_LIMIT = 1 << 20
-# byte 0 -> (type, FirstAcquirer, HighPriority); byte 1 -> (TTL, PendingResponse,
-# PendingAcknowledge, has a header block)
-_FIRST_BYTE = tuple((b & TYPE_MASK, b & FIRST_ACQUIRER != 0, b & HIGH_PRIORITY != 0)
-                    for b in range(256))
-_SECOND_BYTE = tuple((b & MAX_TTL, b & PENDING_RESPONSE != 0, b & PENDING_ACK != 0,
-                      b & HAS_HEADER != 0) for b in range(256))
+_WORD_HEAD = struct.Struct("<H3BHB")   # _HEAD8 with bytes 0-1 read as one word
+
+
+def _flags(word: int, apply_ttl: bool) -> tuple:
+    """Bytes 0-1 (`word`, byte 0 low) as (type, FirstAcquirer, HighPriority, TTL as handed
+    on, PendingResponse, PendingAcknowledge, has a header block, is PING/PONG). The TTL is
+    already decremented under `apply_ttl`, and -1 for a frame that arrived expired."""
+    b0, b1 = word & 0xFF, word >> 8
+    kind, ttl = b0 & TYPE_MASK, b1 & MAX_TTL
+    ping = kind == 0x09 or kind == 0x0A
+    if apply_ttl and not ping:
+        ttl -= 1
+    return (kind, b0 & FIRST_ACQUIRER != 0, b0 & HIGH_PRIORITY != 0, ttl,
+            b1 & PENDING_RESPONSE != 0, b1 & PENDING_ACK != 0, b1 & HAS_HEADER != 0, ping)
 
 
 def _name_bytes(value: str | None, what: str) -> bytes:
@@ -315,7 +323,7 @@ class FrameDecoder:
     therefore sends TTL-1. PING and PONG are exempt.
     """
 
-    __slots__ = ("max_frame_size", "apply_ttl", "expired", "_buf", "_need", "_names")
+    __slots__ = ("max_frame_size", "apply_ttl", "expired", "_buf", "_need", "_names", "_flags")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, apply_ttl: bool = True):
         self.max_frame_size = max_frame_size
@@ -324,6 +332,7 @@ class FrameDecoder:
         self._buf = bytearray()
         self._need = 0  # size of the pending frame's next readable part, once known
         self._names = {}  # source + target bytes -> (source, target, source length)
+        self._flags = {}  # bytes 0-1 -> _flags() (at most 65536 entries, a few in practice)
 
     @property
     def buffered(self) -> int:
@@ -359,22 +368,24 @@ class FrameDecoder:
     def _parse(self, src, frames: list[Frame]) -> int:
         """Decode every complete frame in `src`; return the offset of the first unused byte.
 
-        Flags come from per-byte tables and (source, target) from a small cache, as a
-        connection sends the same few pairs over and over: both keep the per-frame path short.
+        Flags come from a per-decoder table of the first two bytes and (source, target)
+        from a small cache, as a connection sends the same few of both over and over: both
+        keep the per-frame path short.
         """
-        unpack, new_frame, append = _HEAD8.unpack_from, Frame, frames.append
-        names, first_byte, second_byte = self._names, _FIRST_BYTE, _SECOND_BYTE
+        unpack, new_frame, append = _WORD_HEAD.unpack_from, Frame, frames.append
+        names, table = self._names, self._flags
         in_buffer = type(src) is not bytes
         end = len(src)
         limit = self.max_frame_size
-        apply_ttl = self.apply_ttl
         pos = 0
         need = 8
         while end - pos >= 8:
-            b0, b1, lid, lsrc, ltgt, ctype, n = unpack(src, pos)
-            kind, first, high = first_byte[b0]
-            ttl, response, ack, has_headers = second_byte[b1]
-            if kind == 0x09 or kind == 0x0A:
+            word, lid, lsrc, ltgt, ctype, n = unpack(src, pos)
+            flags = table.get(word)
+            if flags is None:
+                flags = table[word] = _flags(word, self.apply_ttl)
+            kind, first, high, ttl, response, ack, has_headers, ping = flags
+            if ping:
                 append(new_frame(kind, first, high, ttl, response, ack))
                 pos += 8
                 continue
@@ -401,12 +412,10 @@ class FrameDecoder:
             if frame_end > end:
                 need = frame_end - pos
                 break
-            if apply_ttl:
-                if ttl == 0:
-                    self.expired += 1
-                    pos = frame_end
-                    continue
-                ttl -= 1
+            if ttl < 0:
+                self.expired += 1
+                pos = frame_end
+                continue
             key = src[a:c]
             if in_buffer:
                 key = bytes(key)
