@@ -31,6 +31,7 @@ log = Logger(namespace="mqksbridge.malamute")
 
 ERROR_500 = encode_error(COMMAND_INVALID)
 STREAM_SEND = codec.StreamSend.ID
+SERVICE_SEND = codec.ServiceSend.ID
 _REPLIES = {id(ev.OK): codec.OK, id(ev.PONG): codec.PONG,      # the session's replies,
             id(ev.ERROR_INVALID): ERROR_500, id(ev.ERROR_FAILED): encode_error(FAILED)}
 
@@ -64,8 +65,8 @@ class MalamuteDoor:
             ev.StreamRead: self._stream_read, ev.StreamCancel: self._stream_cancel,
             ev.ServiceOffer: self._service_offer, ev.Credit: self._credit,
         }
-        self._sends = {STREAM_SEND: self._stream_send, codec.MailboxSend.ID: self._mailbox_send,
-                       codec.ServiceSend.ID: self._service_send}   # by command id
+        self._sends = {STREAM_SEND: self._stream_send,
+                       codec.MailboxSend.ID: self._mailbox_send}   # by command id
 
     # -- input --------------------------------------------------------------------------
     def received(self, rid, frames):
@@ -77,15 +78,23 @@ class MalamuteDoor:
 
         An open session passes the three SENDs straight through (STREAM-SEND once a
         stream is chosen): they skip the state machine and the command objects, since
-        they are nearly all the traffic. The session is looked up again only after
-        something that may have opened or ended it.
+        they are nearly all the traffic; SERVICE-SENDs go a run at a time. The session is
+        looked up again only after something that may have opened or ended it.
         """
         sends, flow = self._sends, self.broker.flow
         peer = self._active(rid)
+        i, count = 0, len(messages)
         try:
-            for frames in messages:
+            while i < count:
+                frames = messages[i]
+                i += 1
                 head = frames[0] if frames else b""
                 if peer is not None and len(head) > 2:
+                    if head[2] == SERVICE_SEND:
+                        i = self._service_sends(peer, messages, i - 1)
+                        if i < 0:            # the session failed: look it up again
+                            i, peer = -i, self._active(rid)
+                        continue
                     send = sends.get(head[2])
                     if send is not None and (peer.writer is not None or head[2] != STREAM_SEND):
                         try:
@@ -266,19 +275,41 @@ class MalamuteDoor:
                 queue.configure(max_bytes=self.service_limit)
         return queue
 
-    def _service_send(self, peer, header, frames):
+    def _service_sends(self, peer, messages, i):
+        """messages[i], a SERVICE-SEND, and the ones after it with the same header (a
+        client sends bursts of requests to one service): the fields, the queue and the
+        expiry once per run. Returns the index after the run, negated when the session
+        failed on the way."""
+        header = messages[i][0]
         last = peer.last_send
         if last[0] != header or last[1] is not peer.service_prefix:
-            last = self._fields(peer, header, peer.service_prefix)
-        queue = self.broker.queues.get(last[2])
+            try:
+                last = self._fields(peer, header, peer.service_prefix)
+            except MalamuteDecodeError as exc:
+                self._malformed(exc)
+                return i + 1
+        service, subject, tracker, timeout, raw = last[2:]
+        queue = self.broker.queues.get(service)
         if queue is None:
-            queue = self._service(last[2])
-        message = service_message(self._id(), peer.address, last[3], last[4],
-                                  (frames[1],) if len(frames) == 2 else tuple(frames[1:]),
-                                  last[6], self._expiry(last[5]) if last[5] else None)
-        if not queue.put_message(message):
-            self.counters["service_dropped"] += 1
-            self.losses["request refused by service", last[2]] += 1
+            queue = self._service(service)
+        put, new_id, sender = queue.put_message, self._id, peer.address
+        expires_at = self._expiry(timeout) if timeout else None
+        count = len(messages)
+        while i < count:
+            frames = messages[i]
+            if not frames or frames[0] != header:
+                break
+            i += 1
+            try:
+                if not put(service_message(new_id(), sender, subject, tracker,
+                                           (frames[1],) if len(frames) == 2
+                                           else tuple(frames[1:]), raw, expires_at)):
+                    self.counters["service_dropped"] += 1
+                    self.losses["request refused by service", service] += 1
+            except Exception:
+                self._failed(peer, frames)
+                return -i
+        return i
 
     def _service_offer(self, peer, command, header):
         """The OK is out first, so the new offer may then pick up waiting requests."""
