@@ -173,7 +173,11 @@ class TwinoConnection(protocol.Protocol):
             while i < count:
                 frame = frames[i]
                 if frame.type == 0x11:       # QueueMessage: pushes come in runs
-                    i = push_run(self, frames, i)
+                    try:
+                        i = push_run(self, frames, i)
+                    except Exception:        # before the run began: its first frame failed
+                        door.failed(self, frame)
+                        i += 1
                 else:
                     i += 1
                     handler = handlers.get(frame.type)

@@ -351,69 +351,35 @@ class TwinoQueues:
 
     # -- push -----------------------------------------------------------------------------------
     def push(self, conn, frame):
-        """The hot path: one encode for every Twino consumer, then the core queue decides."""
-        state = self.by_key.get((frame.target, frame.content_type))
-        if state is None:
-            state, code = self.queue_for(frame.target, frame.content_type)
-            if code:
-                return self.push_failed(conn, frame, code, "not-found")
-        client_id = conn.client.id
-        wire_id = frame.message_id or (new_id() if state.use_message_id else None)
-        now = conn.last_seen                 # the time of this read
-        relay = (frame, wire_id, None if state.hide_names else client_id, state.request_ack)
-        message = from_frame(frame, wire_id or new_id(), client_id, state.name, relay,
-                            state.raw_door, now,
-                            now + state.message_timeout if state.message_timeout else None)
-        queue = state.queue
-        refused = queue.refusal(message) if queue.limited else None
-        if refused is not None:
-            return self.push_failed(conn, frame, ResultCode.UNAUTHORIZED if refused == "stopped"
-                                    else ResultCode.LIMIT_EXCEEDED, refused)
-        if queue.mode == PULL:               # only Twino pullers take from it: encode
-            try:                             # now rather than while a puller waits
-                relayed(message)
-            except Unrepresentable:
-                pass                         # the pull drops and counts it
-        observer = None
-        wants_ack = frame.pending_ack and wire_id is not None
-        if wants_ack and state.policy != "received":
-            observer = ProducerAck(conn, wire_id, state, state.policy == "relay")
-        queue.put_message(message, observer)
-        state.last_received = now
-        if wants_ack and observer is None:
-            conn.write(encode(server_ack(wire_id, state.channel, state.id)))
-        if frame.headers:
-            self.copies(conn, frame, state)
-        if state.produced:
-            self.door.events.produced(state, message, conn.client)
+        """One QueueMessage on its own (frames that arrive with the hello)."""
+        self.push_run(conn, (frame,), 0)
 
     def push_run(self, conn, frames, i):
-        """frames[i] and the pushes after it that are plain (no headers) and go to the same
-        queue as it: `push` with the per-queue lookups and checks done once per run, since a
-        producer sends bursts to one queue. Returns the index of the first frame not taken.
-        Anything else (a queue not known yet, pull mode, event subscribers, headers) takes
-        `push` one frame at a time."""
+        """The hot path: frames[i] and the QueueMessages right after it to the same queue,
+        as a producer sends bursts to one queue, with the queue and its options looked up
+        once per run. Returns the index of the first frame not taken. A frame that fails
+        is answered on its own (door.failed) and the run goes on."""
         first = frames[i]
         target, queue_id = first.target, first.content_type
         state = self.by_key.get((target, queue_id))
-        if (state is None or first.headers is not None or state.queue.mode == PULL
-                or state.produced):
-            self._push_one(conn, first)
-            return i + 1
+        if state is None:
+            state, code = self.queue_for(target, queue_id)
+            if code:
+                self.push_failed(conn, first, code, "not-found")
+                return i + 1
         queue, name, raw_door = state.queue, state.name, state.raw_door
         client_id = conn.client.id
         source = None if state.hide_names else client_id
         request_ack, make_ids = state.request_ack, state.use_message_id
-        now = conn.last_seen
+        now = conn.last_seen                 # the time of this read
         expires_at = now + state.message_timeout if state.message_timeout else None
-        observed = state.policy != "received"
-        relay = state.policy == "relay"
+        observed, relay = state.policy != "received", state.policy == "relay"
+        pull, produced = queue.mode == PULL, state.produced
         put, write = queue.put_message, conn.write
         count = len(frames)
         while i < count:
             frame = frames[i]
-            if (frame.type != 0x11 or frame.target is not target
-                    or frame.content_type != queue_id or frame.headers is not None):
+            if frame.type != 0x11 or frame.target is not target or frame.content_type != queue_id:
                 break
             i += 1
             try:
@@ -428,6 +394,11 @@ class TwinoQueues:
                                          if refused == "stopped" else
                                          ResultCode.LIMIT_EXCEEDED, refused)
                         continue
+                if pull:                     # only Twino pullers take from it: encode now
+                    try:                     # rather than while a puller waits
+                        relayed(message)
+                    except Unrepresentable:
+                        pass                 # the pull drops and counts it
                 if frame.pending_ack and wire_id is not None:
                     if observed:
                         put(message, ProducerAck(conn, wire_id, state, relay))
@@ -436,16 +407,14 @@ class TwinoQueues:
                         write(encode(server_ack(wire_id, state.channel, queue_id)))
                 else:
                     put(message, None)
+                if frame.headers:
+                    self.copies(conn, frame, state)
+                if produced:
+                    self.door.events.produced(state, message, conn.client)
             except Exception:
                 self.door.failed(conn, frame)
         state.last_received = now
         return i
-
-    def _push_one(self, conn, frame):
-        try:
-            self.push(conn, frame)
-        except Exception:
-            self.door.failed(conn, frame)
 
     def push_failed(self, conn, frame, code, reason):
         """A producer waiting for its ack gets a nack it can match (upstream sends only a

@@ -1,6 +1,6 @@
 """A burst of frames in one read is handled exactly as the same frames one read each.
 
-The door takes runs of plain pushes to one queue together (TwinoQueues.push_run); this
+The door takes runs of pushes to one queue together (TwinoQueues.push_run); this
 checks it against frame-by-frame handling over real sockets: same deliveries, same
 producer acks and nacks, same refusals, same order, whatever the mix in the burst.
 """
