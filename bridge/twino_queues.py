@@ -376,6 +376,7 @@ class TwinoQueues:
         observed, relay = state.policy != "received", state.policy == "relay"
         pull, produced = queue.mode == PULL, state.produced
         put, write = queue.put_message, conn.write
+        received = queue.received
         count = len(frames)
         while i < count:
             frame = frames[i]
@@ -413,7 +414,8 @@ class TwinoQueues:
                     self.door.events.produced(state, message, conn.client)
             except Exception:
                 self.door.failed(conn, frame)
-        state.last_received = now
+        if queue.received != received:      # not when every push was refused
+            state.last_received = now
         return i
 
     def push_failed(self, conn, frame, code, reason):

@@ -11,10 +11,10 @@ from tests.twino.helpers import make_queue, receive_all
 
 
 def script(prefix):
-    """(frame, label): pushes to a joined queue, a limited queue that refuses the third,
-    a pull queue and a second joined queue, with headers, acks, a priority push, no id and
-    a CC copy and a PING in between (labels make ids unique per run but comparable across
-    runs)."""
+    """Frames: pushes to a joined queue, a limited queue that refuses the third, a pull
+    queue, a second joined queue and a stopped one, with headers, acks, a priority push, a
+    push without id, a CC copy and a PING in between (labels make ids unique per run but
+    comparable across runs)."""
     def push(channel, queue_id, body, ack=False, headers=None, mid=True, high=False):
         return Frame(MessageType.QUEUE_MESSAGE, high_priority=high, pending_ack=ack,
                      message_id=f"{prefix}-{body}" if mid else None, target=f"{prefix}-{channel}",
@@ -27,6 +27,7 @@ def script(prefix):
         Frame(MessageType.PING),
         push("pull", 1, "p1", ack=True), push("a", 2, "b1"), push("a", 2, "b2", ack=True),
         push("a", 1, "a6"), push("nowhere", 9, "n1", ack=True), push("a", 1, "a7", ack=True),
+        push("stop", 1, "s1"),
     ]
 
 
@@ -36,6 +37,7 @@ async def setup(server, prefix):
     await make_queue(producer, f"{prefix}-a", 2, "push", ack=False)
     await make_queue(producer, f"{prefix}-lim", 1, "push", limit=2)
     await make_queue(producer, f"{prefix}-pull", 1, "pull")
+    await make_queue(producer, f"{prefix}-stop", 1, "stopped")
     assert await member.join(f"{prefix}-a") == 0
     return producer, member
 
@@ -69,10 +71,12 @@ async def test_a_burst_in_one_read_matches_one_frame_per_read(server):
         outcomes.append((seen(await receive_all(member), prefix),
                          seen(await receive_all(producer), prefix),
                          len(server.broker.queues[f"{prefix}-lim/1"]),
-                         len(server.broker.queues[f"{prefix}-pull/1"])))
+                         len(server.broker.queues[f"{prefix}-pull/1"]),
+                         [server.broker.queues[f"{prefix}-{q}/1"].attrs["twino"].last_received
+                          > 0 for q in ("a", "lim", "stop")]))
     single, burst = outcomes
     assert burst == single
-    delivered, answers, kept, pulled = burst
+    delivered, answers, kept, pulled, received = burst
     assert [(d[1], d[3], d[4], d[5], d[6]) for d in delivered] == [
         ("*-a1", 1, b"a1", False, None), ("*-a2", 1, b"a2", False, None),
         ("new", 1, b"a3", False, None), ("*-a4", 1, b"a4", False, "1"),
@@ -82,5 +86,5 @@ async def test_a_burst_in_one_read_matches_one_frame_per_read(server):
     ack, response = MessageType.ACKNOWLEDGE, MessageType.RESPONSE
     assert [(a[0], a[1], a[3], a[7]) for a in answers] == [
         (ack, "*-a2", 1, None), (ack, "*-l3", 1, "full"), (response, "*-l4", 482, None),
-        (ack, "*-a7", 1, None)]
-    assert (kept, pulled) == (2, 1)
+        (ack, "*-a7", 1, None), (response, "*-s1", 401, None)]
+    assert (kept, pulled, received) == (2, 1, [True, True, False])
