@@ -2,6 +2,7 @@
 from twisted.application import service
 from twisted.internet import defer, endpoints, protocol
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 log = Logger(namespace="mqksbridge.listen")
 
@@ -15,11 +16,35 @@ class ListenerService(service.Service):
         self.factory = factory
         self.port = None
         self.ready = defer.Deferred()
+        self._waiting = None                   # the listen() Deferred once started
+
+    def privilegedStartService(self):
+        """twistd binds here, before it drops privileges (ports below 1024). An address
+        that is taken or refused then fails twistd's start-up, so the process exits with
+        status 1 and the reason instead of running without that listener."""
+        super().privilegedStartService()
+        self._listen(raise_now=True)
 
     def startService(self):
         super().startService()
+        if self._waiting is None:              # started without twistd (tests, embedding)
+            self._listen(raise_now=False)
+
+    def _listen(self, raise_now):
         endpoint = endpoints.serverFromString(self.reactor, self.description)
-        endpoint.listen(self.factory).addCallbacks(self._listening, self._failed)
+        d = self._waiting = endpoint.listen(self.factory)
+        d.addCallback(self._listening)
+        if not (raise_now and d.called):
+            d.addErrback(self._failed)
+            return
+        outcome = []
+        d.addBoth(outcome.append)              # TCP and UNIX bind at once: this runs now
+        if isinstance(outcome[0], Failure):
+            log.error("cannot listen on {description}: {reason}", description=self.description,
+                      reason=outcome[0].getErrorMessage())
+            self.ready.errback(outcome[0])
+            self.ready.addErrback(lambda _: None)
+            outcome[0].raiseException()
 
     def _listening(self, port):
         self.port = port
@@ -27,6 +52,8 @@ class ListenerService(service.Service):
         self.ready.callback(port)
 
     def _failed(self, failure):
+        """A listener that fails after start-up (no twistd, or an endpoint that binds
+        later) stops the reactor: a broker missing a door must not look healthy."""
         log.failure("cannot listen on {description}", failure, description=self.description)
         self.ready.errback(failure)
         self.ready.addErrback(lambda _: None)     # reported above; nobody else must

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from tests.support.process import BrokerProcess
+from tests.support.process import TWISTD, BrokerProcess, door_args
 
 
 class Lines:
@@ -87,3 +87,21 @@ def test_twistd_serves_mqks_and_stops_cleanly(broker_process):
     assert "Traceback" not in log, log
     assert "Main loop terminated." in log and "Server Shut Down." in log, log
     assert not os.path.exists(os.path.join(os.path.dirname(str(log_path)), "twistd.pid"))
+
+
+@pytest.mark.parametrize("door", ["mqks", "malamute", "twino"])
+def test_a_taken_address_fails_start_up_with_status_1(tmp_path, door):
+    """A supervisor must see a broker that cannot listen as failed, not as running: the
+    address is named in the log, twistd exits 1 and leaves no pid file behind."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = [TWISTD, "-n", "mqksbridge", "--data", str(tmp_path / "var")]
+        for name in ("mqks", "malamute", "twino"):
+            args += door_args(name, port) if name == door else [f"--{name}", "none"]
+        done = subprocess.run(args, cwd=tmp_path, capture_output=True, timeout=60)
+    log = (done.stdout + done.stderr).decode(errors="replace")
+    assert done.returncode == 1, log
+    assert "cannot listen on" in log and "Address already in use" in log, log
+    assert not (tmp_path / "twistd.pid").exists()

@@ -15,7 +15,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _door_args(door, port):
+def door_args(door, port):
     if door == "malamute":
         return ["--malamute", f"tcp://127.0.0.1:{port}"]
     return [f"--{door}", f"tcp:{port}:interface=127.0.0.1"]
@@ -40,7 +40,7 @@ class BrokerProcess:
             args = [TWISTD, "-n", "--pidfile=", "mqksbridge", "--data",
                     os.path.join(str(self.workdir), "var"), *self.args]
             for door in self.all_doors:
-                args += _door_args(door, self.ports[door]) if door in self.ports \
+                args += door_args(door, self.ports[door]) if door in self.ports \
                     else [f"--{door}", "none"]
             with open(self.log_path, "wb") as log:
                 self.process = subprocess.Popen(args, cwd=self.workdir, stdout=log,
