@@ -113,7 +113,9 @@ class TwinoDoor:
     # -- keep-alive ---------------------------------------------------------------------------
     def sweep(self):
         """Once per check_interval: close unfinished handshakes, PING idle clients, close
-        those that stayed silent after a PING."""
+        those that stayed silent after a PING, remove channels that are empty and asked
+        to be destroyed then."""
+        self.queues.destroy_empty_channels()
         now = self.clock()
         settings = self.settings
         for conn in list(self.connections):

@@ -325,6 +325,15 @@ class TwinoQueues:
         if mode is not None and mode != queue.mode:
             queue.set_mode(mode)
 
+    def destroy_empty_channels(self):
+        """DestroyWhenEmpty: a channel that asked for it is removed once it has no member
+        and none of its queues holds a message or has a consumer (of any door). The door's
+        periodic sweep calls this, so the data path never checks."""
+        for channel in list(self.broker.channels.values()):
+            if (channel.attrs.get("twino", {}).get("destroy_when_empty") and not channel.members
+                    and not any(len(q) or q.consumers for q in channel.queues.values())):
+                self.broker.remove_channel(channel.name)
+
     def forget(self, queue):
         state = queue.attrs.get("twino")
         if state is not None and self.by_key.get((state.channel, state.id)) is state:

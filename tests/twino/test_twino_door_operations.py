@@ -3,6 +3,7 @@ import json
 import struct
 
 import pytest_twisted
+from twisted.internet import reactor, task
 
 from protocols.twino.codec import ContentType as Op
 from tests.conftest import RunningBroker
@@ -168,5 +169,43 @@ async def test_auto_create_off_gives_404(server):
     try:
         c = await running.twino()
         assert await c.join("none") == 404
+    finally:
+        await running.stop()
+
+
+async def sweeps(seconds=0.35):
+    """Let a few door sweeps (check_interval 0.1) run."""
+    await task.deferLater(reactor, seconds, lambda: None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_destroy_when_empty_waits_for_messages_and_consumers_of_every_door():
+    running = await RunningBroker({"twino": {"check_interval": 0.1}}).start()
+    try:
+        c = await running.twino()
+        for name, destroy in (("dwe", True), ("keep", False)):
+            made = await c.operation(Op.CREATE_CHANNEL, name, [("Channel-Name", name)],
+                                     json.dumps({"DestroyWhenEmpty": destroy}).encode())
+            assert made.content_type == 0
+            await make_queue(c, name, 1, "push", ack=False)
+        info = await c.operation(Op.CHANNEL_INFORMATION, "dwe")
+        assert body(info)["DestroyWhenEmpty"] is True
+        await c.push("dwe", 1, b"waiting")           # no member: the push-all queue keeps it
+        await sweeps()
+        assert "dwe" in running.broker.channels       # a message is still in it
+        mqks = await running.mqks()
+        assert (await mqks.request("m consume --confirm dwe/1 ev")).startswith("m ok")
+        assert (await mqks.line()).endswith(" waiting")
+        await sweeps()
+        assert "dwe" in running.broker.channels       # empty, but an MQKS consumer is on it
+        assert await c.join("dwe") == 0
+        assert await mqks.request("d delete_consumer --confirm m") == "d ok "
+        await sweeps()
+        assert "dwe" in running.broker.channels       # a Twino member is in it
+        assert await c.leave("dwe") == 0
+        await sweeps()
+        assert "dwe" not in running.broker.channels and "dwe/1" not in running.broker.queues
+        assert (await c.operation(Op.CHANNEL_INFORMATION, "dwe")).content_type == 404
+        assert "keep" in running.broker.channels      # empty too, but never asked
     finally:
         await running.stop()
