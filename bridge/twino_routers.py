@@ -5,13 +5,15 @@ router over an existing stream (`mqks`, a Malamute stream) adopts it. A queue bi
 queue `C/N` a router binding of that stream: it takes every subject, and the core does the
 distribute / round-robin / only-first choice among them (in binding priority order), so
 whatever any door publishes to the stream reaches it. Direct bindings (a client id,
-`@name:`, `@type:`) are tried by the door after the queues, for Router frames only: all of
-them when distributing, otherwise only when no queue took the message.
+`@name:`, `@type:`) and tag bindings (every Twino queue whose Queue-Tag matches the target,
+`*` patterns as in list filters) are tried by the door after the queues, for Router frames
+only: all of them when distributing, otherwise only until one takes the message.
 """
 import json
 
 from bridge.convert.twino import from_frame
 from bridge.twino_direct import DIRECT
+from bridge.twino_ops import name_matches
 from bridge.twino_queues import core_name
 from core.stream import DISTRIBUTE, ONLY_FIRST, ROUND_ROBIN
 from protocols.twino.codec import Frame, Header, MessageType, NackReason, ResultCode, encode, \
@@ -19,7 +21,7 @@ from protocols.twino.codec import Frame, Header, MessageType, NackReason, Result
 from protocols.twino.models import binding_information, json_list, router_information
 
 METHODS = (DISTRIBUTE, ROUND_ROBIN, ONLY_FIRST)
-DIRECT_BINDING, QUEUE_BINDING = 0, 1
+DIRECT_BINDING, QUEUE_BINDING, TAG_BINDING = 0, 1, 3        # 2 is HTTP: not offered
 
 
 class TwinoRouters:
@@ -85,8 +87,10 @@ class TwinoRouters:
                        "method": data.get("method")}
         except (ValueError, KeyError, TypeError, AttributeError):
             return ResultCode.BAD_REQUEST
-        if binding["binding_type"] not in (DIRECT_BINDING, QUEUE_BINDING):
-            return ResultCode.UNACCEPTABLE          # HTTP and tag bindings are not offered
+        if binding["binding_type"] not in (DIRECT_BINDING, QUEUE_BINDING, TAG_BINDING):
+            return ResultCode.UNACCEPTABLE          # HTTP bindings are not offered
+        if binding["binding_type"] == TAG_BINDING and not binding["target"]:
+            return ResultCode.BAD_REQUEST
         if binding["binding_type"] == QUEUE_BINDING:
             _, code = self.door.queues.queue_for(binding["target"], binding["content_type"])
             if code:
@@ -127,9 +131,11 @@ class TwinoRouters:
             delivered = self.broker.stream(name).publish(message)
             distribute = router["method"] == 0
             for b in router["bindings"]:
-                if b["binding_type"] != DIRECT_BINDING or (delivered and not distribute):
+                kind = b["binding_type"]
+                if kind == QUEUE_BINDING or (delivered and not distribute):
                     continue
-                delivered += self._direct(conn, frame, message_id, b)
+                send = self._direct if kind == DIRECT_BINDING else self._tagged
+                delivered += send(conn, frame, message_id, b)
         if frame.pending_ack and frame.message_id:
             conn.write(encode(server_ack(frame.message_id, name, frame.content_type,
                                          None if delivered else NackReason.NO_CONSUMERS)))
@@ -150,3 +156,21 @@ class TwinoRouters:
         for mailbox in mailboxes:
             mailbox.send(message)
         return 1
+
+    def _tagged(self, conn, frame, message_id, binding):
+        """A copy of the Router frame's message in every Twino queue whose tag matches
+        (upstream's TagBinding, Interaction None: every copy keeps the message id)."""
+        queues = self.door.queues
+        tagged = [state for state in map(twino_state, self.broker.queues.values())
+                  if state is not None and state.tag and name_matches(binding["target"],
+                                                                     state.tag)]
+        for state in tagged:
+            queues.push_copy(conn, Frame(MessageType.QUEUE_MESSAGE, False, frame.high_priority,
+                                         16, False, False, message_id, frame.source,
+                                         state.channel, state.id, frame.headers,
+                                         frame.content), state)
+        return 1 if tagged else 0
+
+
+def twino_state(queue):
+    return queue.attrs.get("twino")

@@ -182,6 +182,37 @@ async def test_router_to_offline_direct_binding_fails(server):
     assert not result.ok
 
 
+@pytest_twisted.ensureDeferred
+async def test_tag_binding_reaches_every_queue_with_a_matching_tag(server):
+    p = await server.twino()
+    members = [await server.twino() for _ in range(3)]
+    for c, (channel, queue_id, tag) in zip(members, (("ta", 1, "eu-orders"),
+                                                     ("tb", 7, "us-orders"),
+                                                     ("tc", 1, "billing"))):
+        await make_queue(p, channel, queue_id, "push", tag=tag, ack=False)
+        assert await c.join(channel) == 0
+    mqks = await server.mqks()                       # another door on a tagged queue
+    assert (await mqks.request("m consume --confirm tb/7 ev")).startswith("m ok")
+    await router(p, "tags", 0, (3, "*orders", 0, 0))
+    assert (await p.publish_router("tags", b"order-1", wait_ack=True, timeout=5)).ok
+    got = [await c.recv(5) for c in members[:2]]
+    assert [(f.type, f.target, f.content_type, f.content) for f in got] == [
+        (MessageType.QUEUE_MESSAGE, "ta", 1, b"order-1"),
+        (MessageType.QUEUE_MESSAGE, "tb", 7, b"order-1")]
+    assert got[0].message_id == got[1].message_id
+    line = await mqks.line(5)
+    assert line.endswith(" order-1") and "origin=twino" in line
+    await members[2].nothing(0.2)
+    await router(p, "untagged", 0, (3, "nothing*", 0, 0))
+    refused = await p.publish_router("untagged", b"x", wait_ack=True, timeout=5)
+    assert not refused.ok and refused.reason == "no-consumers"
+    for kind, target, code in ((2, "http://127.0.0.1:1/", 406), (3, "", 400)):
+        binding = {"Name": "bad", "Target": target, "ContentType": 0, "Priority": 0,
+                   "Interaction": 0, "BindingType": kind, "Method": None}
+        answer = await p.operation(Op.ADD_BINDING, "tags", (), json.dumps(binding).encode())
+        assert answer.content_type == code
+
+
 # -- crossing doors ------------------------------------------------------------------------------
 
 @pytest_twisted.ensureDeferred
