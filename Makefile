@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python setup.cfg pyproject.toml
-	$(BIN)/pip install -q -e '.[test]' --config-settings editable_mode=compat
+	$(BIN)/pip install -q -e '.[test]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -22,7 +22,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
-	$(BIN)/pip install -q -e '.[bench]' --config-settings editable_mode=compat
+	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.twino_bench
 	$(BIN)/python -m bench.malamute_bench

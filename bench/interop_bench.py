@@ -36,7 +36,7 @@ import time
 from bench.procstat import cpu_seconds
 from bench.processes import HERE, free_port, last_json
 from bench.processes import spawn as _spawn
-from bridge.clients import twino
+from mqksbridge.bridge.clients import twino
 
 TARGET = 1.25
 
@@ -56,8 +56,8 @@ COMPARISONS = {
 def server(mqks_port, twino_port, endpoint):
     from twisted.internet import reactor
 
-    from bridge import config
-    from bridge.service import build
+    from mqksbridge.bridge import config
+    from mqksbridge.bridge.service import build
     overrides = {"mqks": {"listen": [f"tcp:{mqks_port}:interface=127.0.0.1"], "stream": "bench"},
                  "twino": {"listen": [f"tcp:{twino_port}:interface=127.0.0.1"]},
                  "malamute": {"listen": [endpoint]}}

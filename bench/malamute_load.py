@@ -17,8 +17,8 @@ import sys
 import time
 
 from bench.zmtp_dealer import ZmtpDealer
-from protocols.malamute import codec
-from protocols.zmtp.codec import message as zmtp_message
+from mqksbridge.protocols.malamute import codec
+from mqksbridge.protocols.zmtp.codec import message as zmtp_message
 
 
 def _cpu():
@@ -35,8 +35,8 @@ def _dealer(endpoint, address):
 def server(endpoint):
     from twisted.internet import reactor
 
-    from bridge import config
-    from bridge.service import DOORS, build
+    from mqksbridge.bridge import config
+    from mqksbridge.bridge.service import DOORS, build
     overrides = {door: {"listen": []} for door in DOORS}
     overrides["malamute"] = {"listen": [endpoint]}
     build(config.load(overrides=overrides), reactor)[0].startService()

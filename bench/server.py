@@ -15,8 +15,8 @@ def main():
         from bench.baseline_server import listen
         listen(reactor, port)
     else:
-        from bridge import config
-        from bridge.service import build
+        from mqksbridge.bridge import config
+        from mqksbridge.bridge.service import build
         door = sys.argv[3] if len(sys.argv) > 3 else "mqks"
         overrides = {name: {"listen": []} for name, section in config.DEFAULTS.items()
                      if isinstance(section, dict) and "listen" in section}

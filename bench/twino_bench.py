@@ -13,7 +13,7 @@ import time
 
 from bench.procstat import cpu_seconds, rss_mb
 from bench.processes import HERE, free_port, spawn
-from bridge.clients import twino
+from mqksbridge.bridge.clients import twino
 
 # name: (status, request ack, consumers, messages, rate, consumer flags)
 SCENARIOS = {

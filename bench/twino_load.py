@@ -12,8 +12,8 @@ import os
 import sys
 import time
 
-from bridge.clients import twino
-from protocols.twino.codec import (
+from mqksbridge.bridge.clients import twino
+from mqksbridge.protocols.twino.codec import (
     PING_BYTES, Frame, FrameDecoder, MessageType, acknowledge, encode, new_id,
 )
 

@@ -7,8 +7,8 @@ and Twino load roles do). The bytes on the wire are the ones libzmq would send.
 """
 import socket
 
-from protocols.malamute import codec as malamute
-from protocols.zmtp import codec as zmtp
+from mqksbridge.protocols.malamute import codec as malamute
+from mqksbridge.protocols.zmtp import codec as zmtp
 
 
 class ZmtpDealer:

@@ -9,10 +9,10 @@ import importlib
 from twisted.application import service
 from twisted.python import usage
 
-from bridge import config as configuration
-from bridge.clock import ReactorClock
-from bridge.outbox import FlushScheduler
-from core import Broker
+from mqksbridge.bridge import config as configuration
+from mqksbridge.bridge.clock import ReactorClock
+from mqksbridge.bridge.outbox import FlushScheduler
+from mqksbridge.core import Broker
 
 DOORS = ["mqks", "malamute", "twino"]
 
@@ -94,7 +94,7 @@ def build(config, reactor=None):
     scheduler = FlushScheduler(reactor)
     doors, listeners = {}, {}
     for name in DOORS:
-        module = importlib.import_module(f"bridge.{name}")
+        module = importlib.import_module(f"mqksbridge.bridge.{name}")
         doors[name], listeners[name] = module.build(config, broker, scheduler, reactor)
         for svc in listeners[name]:
             svc.setServiceParent(top)

@@ -2,11 +2,11 @@
 every door, plus the connected clients and one periodic sweep for time-based work."""
 from collections import Counter
 
-from core.channel import Channel
-from core.flow import Flow
-from core.mailbox import Mailbox
-from core.queue import Queue
-from core.stream import Stream
+from mqksbridge.core.channel import Channel
+from mqksbridge.core.flow import Flow
+from mqksbridge.core.mailbox import Mailbox
+from mqksbridge.core.queue import Queue
+from mqksbridge.core.stream import Stream
 
 
 class Broker:

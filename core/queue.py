@@ -16,7 +16,7 @@ from one periodic sweep: no timer per message.
 """
 from collections import deque
 
-from core.message import Entry
+from mqksbridge.core.message import Entry
 
 ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED = (
     "round-robin", "push-all", "broadcast", "pull", "cache", "paused", "stopped")

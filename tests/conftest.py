@@ -3,8 +3,8 @@ import pytest
 import pytest_twisted
 from twisted.internet import defer, reactor
 
-from bridge import config as configuration
-from bridge.service import build
+from mqksbridge.bridge import config as configuration
+from mqksbridge.bridge.service import build
 from tests.support.lines import LineClient
 from tests.support.malamute import AsyncMalamute, RawPeer
 from tests.support.twino import AsyncTwino

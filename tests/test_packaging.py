@@ -1,4 +1,6 @@
-"""The wheel: every module of our packages plus the twistd drop-in, and nothing of Twisted's.
+"""The wheel: every module of our packages under the one name `mqksbridge`, plus the
+twistd drop-in, and nothing of Twisted's; installed in a fresh venv, `twistd mqksbridge`
+works and the repository's directory names (`core`, `bridge`) are not importable.
 
 `twisted/plugins/` must ship without `__init__.py` files: Twisted's own `twisted` and
 `twisted.plugins` packages would be shadowed (or overwritten on install) by ours.
@@ -14,7 +16,7 @@ from importlib import metadata
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("core", "protocols", "bridge")
+PACKAGES = ("core", "protocols", "bridge")   # installed as mqksbridge.<name>
 OFFLINE_SIGNS = (
     "NewConnectionError", "Temporary failure in name resolution", "Network is unreachable",
     "No matching distribution found for setuptools", "No matching distribution found for wheel",
@@ -41,7 +43,7 @@ def _pip_wheel(source, out, isolated):
 
 
 @pytest.fixture(scope="module")
-def wheel_names(tmp_path_factory):
+def wheel(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "src"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
@@ -60,8 +62,20 @@ def wheel_names(tmp_path_factory):
         raise AssertionError(f"pip wheel failed:\n{output}")
     wheels = list(out.glob("mqksbridge-*.whl"))
     assert len(wheels) == 1, wheels
-    with zipfile.ZipFile(wheels[0]) as archive:
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def wheel_names(wheel):
+    with zipfile.ZipFile(wheel) as archive:
         return set(archive.namelist())
+
+
+def test_wheel_holds_only_mqksbridge_and_the_drop_in(wheel_names):
+    tops = {name.split("/")[0] for name in wheel_names if not name.startswith("mqksbridge-")}
+    assert tops == {"mqksbridge", "twisted"}, tops
+    assert [n for n in wheel_names if n.startswith("twisted/")] == [
+        "twisted/plugins/mqksbridge_plugin.py"]
 
 
 def test_wheel_ships_the_twistd_plugin_without_twisted_init_files(wheel_names):
@@ -73,15 +87,41 @@ def test_wheel_ships_the_twistd_plugin_without_twisted_init_files(wheel_names):
 
 def test_wheel_holds_every_module_of_our_packages(wheel_names):
     for package in PACKAGES:
-        assert f"{package}/__init__.py" in wheel_names
+        assert f"mqksbridge/{package}/__init__.py" in wheel_names
     modules = set()
     for package in PACKAGES:
         for folder, dirs, files in os.walk(os.path.join(ROOT, package)):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
             for name in files:
                 if name.endswith(".py"):
-                    modules.add(os.path.relpath(os.path.join(folder, name), ROOT)
+                    modules.add("mqksbridge/" + os.path.relpath(os.path.join(folder, name), ROOT)
                                 .replace(os.sep, "/"))
-    assert "bridge/mqks.py" in modules and "protocols/mqks/framing.py" in modules
+    assert "mqksbridge/bridge/mqks/door.py" in modules
+    assert "mqksbridge/protocols/mqks/framing.py" in modules
     missing = sorted(modules - wheel_names)
     assert not missing, f"modules left out of the wheel (setup.cfg packages?): {missing}"
+
+
+def test_the_wheel_in_a_fresh_venv_runs_twistd_mqksbridge(wheel, tmp_path):
+    """Installed from the wheel (dependencies from the package index): the drop-in is
+    found, and only `mqksbridge` is importable, not the repository's directory names."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    installed = subprocess.run([python, "-m", "pip", "install", "-q", str(wheel)],
+                               timeout=600, capture_output=True, text=True)
+    if installed.returncode and any(s in installed.stderr for s in OFFLINE_SIGNS):
+        pytest.skip("no package index to install the wheel's dependencies from")
+    assert installed.returncode == 0, installed.stderr
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = dict(cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    help_text = subprocess.run([str(venv / "bin" / "twistd"), "mqksbridge", "--help"], **run)
+    assert help_text.returncode == 0, help_text.stderr
+    assert "--config" in help_text.stdout
+    probe = ("import importlib.util as u, mqksbridge.core, mqksbridge.bridge.service;"
+             "print([n for n in ('core', 'protocols', 'bridge', 'tests') if u.find_spec(n)])")
+    names = subprocess.run([python, "-c", probe], **run)
+    assert names.returncode == 0, names.stderr
+    assert names.stdout.strip() == "[]"
+    assert str(venv) in subprocess.run(
+        [python, "-c", "import mqksbridge.core as c; print(c.__file__)"], **run).stdout

@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import zmq
 
-from protocols.malamute import codec as c
-from protocols.malamute import zrex
+from mqksbridge.protocols.malamute import codec as c
+from mqksbridge.protocols.malamute import zrex
 
 _DELIVERIES = {
     c.StreamDeliver: "STREAM DELIVER",

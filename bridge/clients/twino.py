@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from protocols.twino.codec import (
+from mqksbridge.protocols.twino.codec import (
     PING_BYTES, PONG_BYTES, PROTOCOL, ContentType, Frame, FrameDecoder, Header, MessageType,
     NackReason, NoContent, acknowledge, encode, new_id, nack_reason, response,
 )

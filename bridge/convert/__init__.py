@@ -34,6 +34,6 @@ def dropped(broker, door, message, reason):
 def refusal(door, message):
     """Why a consumer behind `door` could not receive `message`, or None (a door whose
     module has no `refusal` represents everything)."""
-    module = importlib.import_module(f"bridge.convert.{door}")
+    module = importlib.import_module(f"mqksbridge.bridge.convert.{door}")
     check = getattr(module, "refusal", None)
     return None if check is None else check(message)

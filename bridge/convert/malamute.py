@@ -12,9 +12,9 @@ no place for headers, so they are dropped. A string field holds 255 bytes and no
 longer one, or one with a NUL, raises Unrepresentable (the C setter would cut it; we never
 do).
 """
-from bridge.convert import Unrepresentable
-from core import Message
-from protocols.malamute.codec import (encode_mailbox_deliver, encode_service_deliver,
+from mqksbridge.bridge.convert import Unrepresentable
+from mqksbridge.core import Message
+from mqksbridge.protocols.malamute.codec import (encode_mailbox_deliver, encode_service_deliver,
                                       encode_stream_deliver)
 
 ORIGIN = "malamute"

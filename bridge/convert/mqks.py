@@ -10,7 +10,7 @@ import base64
 import re
 import urllib.parse
 
-from core import Message
+from mqksbridge.core import Message
 
 DOOR = "mqks"
 

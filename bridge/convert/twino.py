@@ -7,9 +7,9 @@ and every core header as a header. What a Twino frame cannot carry (a header val
 CRLF or bytes that are not UTF-8, a header block over 64 KiB, a sender over 255 bytes)
 raises Unrepresentable instead of being cut.
 """
-from bridge.convert import Unrepresentable
-from core.message import Message
-from protocols.twino.codec import (MAX_NAME_BYTES, Frame, MessageType, TwinoProtocolError,
+from mqksbridge.bridge.convert import Unrepresentable
+from mqksbridge.core.message import Message
+from mqksbridge.protocols.twino.codec import (MAX_NAME_BYTES, Frame, MessageType, TwinoProtocolError,
                                    encode, encode_headers, pack_head)
 
 DOOR = "twino"

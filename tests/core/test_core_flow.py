@@ -1,8 +1,8 @@
 """Publisher flow control (core.flow) with a fake clock: who is held, when, and for how long."""
 import pytest
 
-from core import Broker, Client, Consumer, FakeClock, Message
-from core import queue as qmod
+from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
+from mqksbridge.core import queue as qmod
 
 LIMIT = 10
 

@@ -1,8 +1,8 @@
 """The core model with a fake clock: no sockets, no reactor."""
 import pytest
 
-from core import Broker, Client, Consumer, FakeClock, Message, QueueError
-from core import queue as qmod
+from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message, QueueError
+from mqksbridge.core import queue as qmod
 
 
 def msg(i, subject="e1", body=b"d", **kw):
@@ -285,7 +285,7 @@ def test_ack_timeout_requeues_via_tick(broker):
 
 
 def test_ack_timeout_nack_to_observer_when_not_requeued(broker):
-    from core import Entry
+    from mqksbridge.core import Entry
     q = broker.queue("t", ack_timeout=1, ack_timeout_requeue=False)
     c, sink = consumer(broker, q, "c", manual=True)
     events = []
@@ -306,7 +306,7 @@ def test_wait_for_ack_serialises_deliveries(broker):
 
 
 def test_observer_sees_ack_from_consumer(broker):
-    from core import Entry
+    from mqksbridge.core import Entry
     q = broker.queue("o")
     c, sink = consumer(broker, q, "c", manual=True)
     events = []

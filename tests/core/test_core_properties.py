@@ -2,7 +2,7 @@
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from core import Broker, Client, Consumer, FakeClock, Message
+from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
 
 
 class QueueMachine(RuleBasedStateMachine):

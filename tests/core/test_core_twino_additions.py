@@ -1,7 +1,7 @@
 """Core additions the Twino door relies on: pull clear lanes and Info counts, only-first
 broadcast, channel join/leave events, channel attrs."""
-from core import Broker, Client, Consumer, FakeClock, Message
-from core.message import Entry
+from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
+from mqksbridge.core.message import Entry
 
 
 def put(queue, i, priority=False):

@@ -8,11 +8,11 @@ the doors really use them.
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from bridge.clients.mqks import parse_delivery
-from bridge.clients.twino import crossed
-from bridge.convert import malamute, mqks, twino
-from protocols.malamute import codec as mlm
-from protocols.twino.codec import Frame, MessageType, decode
+from mqksbridge.bridge.clients.mqks import parse_delivery
+from mqksbridge.bridge.clients.twino import crossed
+from mqksbridge.bridge.convert import malamute, mqks, twino
+from mqksbridge.protocols.malamute import codec as mlm
+from mqksbridge.protocols.twino.codec import Frame, MessageType, decode
 
 
 @dataclass(frozen=True)

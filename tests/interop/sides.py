@@ -11,10 +11,10 @@ import json
 import uuid
 from dataclasses import dataclass, field
 
-from bridge.clients import twino
-from bridge.clients.malamute import MalamuteClient
-from bridge.clients.mqks import MqksClient
-from protocols.twino.codec import Frame, MessageType, new_id
+from mqksbridge.bridge.clients import twino
+from mqksbridge.bridge.clients.malamute import MalamuteClient
+from mqksbridge.bridge.clients.mqks import MqksClient
+from mqksbridge.protocols.twino.codec import Frame, MessageType, new_id
 
 STREAM = "mqks"
 WAIT = 10.0          # generous: an expected message that is late is a failure, not a flake

@@ -5,9 +5,9 @@ place among direct writes and count toward the high-water mark."""
 from hypothesis import given, settings, strategies as st
 from twisted.internet.testing import StringTransport
 
-from bridge.convert import mqks
-from bridge.outbox import Outbox
-from core import Message
+from mqksbridge.bridge.convert import mqks
+from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.core import Message
 
 # Bodies and ids close to the batch shortcut's edges: blanks and NULs next to each other
 # (the shortcut joins bodies with NUL), line characters, non-ASCII, empty.

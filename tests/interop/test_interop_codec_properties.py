@@ -6,9 +6,9 @@ import itertools
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bridge.convert import Unrepresentable, refusal
+from mqksbridge.bridge.convert import Unrepresentable, refusal
 
-from protocols.malamute import codec as mlm
+from mqksbridge.protocols.malamute import codec as mlm
 from tests.interop.codecs import CODECS, Published, core_subject, promised, shown_headers
 
 DOORS = sorted(CODECS)

@@ -3,7 +3,7 @@ door's error; a message a consumer's door cannot represent is dropped for that c
 alone, counted and logged, and never truncated (docs/mapping.md "Limits")."""
 import pytest
 
-from bridge.clients.mqks import MqksError
+from mqksbridge.bridge.clients.mqks import MqksError
 from tests.interop.conftest import MAX_LINE
 from tests.interop.sides import unique
 

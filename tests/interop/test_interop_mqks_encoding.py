@@ -1,11 +1,11 @@
 """'to MQKS' conversion: whatever a foreign message carries survives the MQKS line."""
 from hypothesis import given, settings, strategies as st
 
-from bridge.clients.mqks import parse_delivery
-from bridge.convert.mqks import delivery as mqks_delivery
-from bridge.convert.mqks import delivery_tail, unpct
-from bridge.convert.mqks import message as mqks_message
-from core import Message
+from mqksbridge.bridge.clients.mqks import parse_delivery
+from mqksbridge.bridge.convert.mqks import delivery as mqks_delivery
+from mqksbridge.bridge.convert.mqks import delivery_tail, unpct
+from mqksbridge.bridge.convert.mqks import message as mqks_message
+from mqksbridge.core import Message
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
 names = text.filter(lambda s: s != "")

@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from bridge.clients.mqks import MqksError
+from mqksbridge.bridge.clients.mqks import MqksError
 from tests.interop.conftest import SIDES
-from protocols.twino.codec import Frame, MessageType
+from mqksbridge.protocols.twino.codec import Frame, MessageType
 from tests.interop.sides import WAIT, unique
 
 PAIRS = [(a, b) for a, b in itertools.permutations(sorted(SIDES), 2)]

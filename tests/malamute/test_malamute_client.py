@@ -10,10 +10,10 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor, threads
 
-from bridge import config
-from bridge.clients.malamute import Delivery, MalamuteClient, MalamuteError, MalamuteTimeout
-from bridge.service import build
-from protocols.malamute import codec
+from mqksbridge.bridge import config
+from mqksbridge.bridge.clients.malamute import Delivery, MalamuteClient, MalamuteError, MalamuteTimeout
+from mqksbridge.bridge.service import build
+from mqksbridge.protocols.malamute import codec
 
 
 @pytest.fixture(params=["tcp", "ipc"])

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.malamute import codec, schema
-from protocols.malamute.codec import MalamuteDecodeError
+from mqksbridge.protocols.malamute import codec, schema
+from mqksbridge.protocols.malamute.codec import MalamuteDecodeError
 
 DATA = json.loads((pathlib.Path(__file__).parents[1] / "data" / "malamute_vectors.json").read_text())
 

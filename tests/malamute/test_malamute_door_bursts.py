@@ -10,8 +10,8 @@ import pytest_twisted
 from twisted.internet import threads
 
 from bench.zmtp_dealer import ZmtpDealer
-from protocols.malamute import codec
-from protocols.zmtp import codec as zmtp
+from mqksbridge.protocols.malamute import codec
+from mqksbridge.protocols.zmtp import codec as zmtp
 
 
 def script(prefix):

@@ -7,7 +7,7 @@ import pytest_twisted
 import zmq
 from twisted.internet import task, threads
 
-from protocols.malamute import codec
+from mqksbridge.protocols.malamute import codec
 from tests.support.lines import sleep
 
 

@@ -4,7 +4,7 @@ import pytest
 import pytest_twisted
 from twisted.internet import defer
 
-from protocols.malamute import codec
+from mqksbridge.protocols.malamute import codec
 from tests.conftest import RunningBroker
 from tests.support.malamute import sleep
 

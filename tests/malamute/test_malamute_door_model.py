@@ -3,10 +3,10 @@ exact frames out for each command and state, deterministic expiry and backpressu
 import pytest
 from twisted.logger import formatEvent, globalLogPublisher
 
-from bridge.malamute import MalamuteDoor
-from core import Broker, Client, Consumer, FakeClock, Message
-from protocols.malamute import codec
-from protocols.malamute.codec import decode, encode
+from mqksbridge.bridge.malamute.door import MalamuteDoor
+from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
+from mqksbridge.protocols.malamute import codec
+from mqksbridge.protocols.malamute.codec import decode, encode
 
 OK, PONG, E500, E300 = [b"\xaa\xa8\x0e\x00\xc8\x00"], [b"\xaa\xa8\x03"], \
     [b"\xaa\xa8\x0f\x01\xf4\x00"], [b"\xaa\xa8\x0f\x01\x2c\x00"]

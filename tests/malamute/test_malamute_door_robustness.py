@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from twisted.logger import globalLogPublisher
 
 from bench.procstat import rss_mb
-from protocols.malamute import codec
+from mqksbridge.protocols.malamute import codec
 from tests.support.malamute import sleep
 
 TEXT = st.one_of(st.sampled_from(["", "s", "svc", "weather", "a|b", "[", "(", "*", "x" * 255]),

@@ -1,7 +1,7 @@
 """Streams through the Malamute door with the Python client over loopback ZeroMQ."""
 import pytest_twisted
 
-from protocols.malamute import codec
+from mqksbridge.protocols.malamute import codec
 from tests.support.malamute import sleep
 
 

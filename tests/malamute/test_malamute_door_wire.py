@@ -2,7 +2,7 @@
 mlm_client sees (reference vectors), the state table, and malformed input."""
 import pytest_twisted
 
-from protocols.malamute import codec
+from mqksbridge.protocols.malamute import codec
 from tests.support.malamute import sleep
 
 H = bytes.fromhex

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocols.malamute import codec as c
-from protocols.malamute import session as s
+from mqksbridge.protocols.malamute import codec as c
+from mqksbridge.protocols.malamute import session as s
 
 OK = c.Ok(200, "")
 PONG = c.ConnectionPong()

@@ -1,4 +1,5 @@
-"""bridge.zmtp_router's ROUTER through real Twisted listeners (bridge.zmq_endpoints), with
+"""The ZeroMQ ROUTER (bridge/malamute/zmtp_router.py) through real Twisted listeners
+(bridge/malamute/endpoints.py), with
 real libzmq DEALER sockets (pyzmq) on the other end, and a small echo door on ours.
 
 Nothing here blocks the reactor: DEALERs are polled with NOBLOCK between reactor turns.
@@ -12,11 +13,11 @@ import zmq
 from twisted.internet import defer, endpoints, error, protocol, reactor, task
 from twisted.python import failure
 
-from bridge.outbox import FlushScheduler
-from bridge.zmq_endpoints import EndpointError, ZmqListener, to_twisted
-from bridge.zmtp_router import ZmtpRouter
-from core.client import Client
-from protocols.zmtp import codec
+from mqksbridge.bridge.outbox import FlushScheduler
+from mqksbridge.bridge.malamute.endpoints import EndpointError, ZmqListener, to_twisted
+from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
+from mqksbridge.core.client import Client
+from mqksbridge.protocols.zmtp import codec
 
 
 async def sleep(seconds):

@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from protocols.mqks.framing import DEFAULT_MAX_LINE, LineFramer, LineTooLong
+from mqksbridge.protocols.mqks.framing import DEFAULT_MAX_LINE, LineFramer, LineTooLong
 
 line_bytes = st.binary(max_size=12).map(lambda b: b.replace(b'\n', b'x'))
 streams = st.tuples(st.lists(line_bytes, max_size=20), line_bytes).map(

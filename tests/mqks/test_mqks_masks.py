@@ -4,8 +4,8 @@ import re
 
 from hypothesis import given, settings, strategies as st
 
-from protocols.mqks.masks import apply_rebind, mask_match
-from protocols.mqks.requests import parse_rebind
+from mqksbridge.protocols.mqks.masks import apply_rebind, mask_match
+from mqksbridge.protocols.mqks.requests import parse_rebind
 
 
 def regex_match(mask, event):

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from protocols.mqks.replies import (
+from mqksbridge.protocols.mqks.replies import (
     delivery, error, error_id, ok, py2_float_repr, update, update_payload, when_unused_equal)
 
 

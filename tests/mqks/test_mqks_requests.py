@@ -5,7 +5,7 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from protocols.mqks.requests import (
+from mqksbridge.protocols.mqks.requests import (
     MqksArgumentError, MqksRequestError, parse_ack, parse_consume, parse_eval,
     parse_publish, parse_rebind, parse_request)
 

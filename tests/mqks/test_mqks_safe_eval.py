@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from protocols.mqks.safe_eval import (
+from mqksbridge.protocols.mqks.safe_eval import (
     MAX_EXPRESSION, EvalError, Namespace, eval_reply, safe_eval)
 
 

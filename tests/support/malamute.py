@@ -6,8 +6,8 @@ between tries; the blocking MalamuteClient runs each call in a worker thread.
 import zmq
 from twisted.internet import reactor, task, threads
 
-from bridge.clients.malamute import MalamuteClient
-from protocols.malamute import codec
+from mqksbridge.bridge.clients.malamute import MalamuteClient
+from mqksbridge.protocols.malamute import codec
 
 
 class AsyncMalamute:

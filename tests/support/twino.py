@@ -5,7 +5,7 @@ running in the reactor thread while the client blocks. One call at a time per cl
 """
 from twisted.internet.threads import deferToThread
 
-from bridge.clients import twino
+from mqksbridge.bridge.clients import twino
 
 
 class AsyncTwino:

@@ -1,7 +1,7 @@
 """Shared steps for the Twino door tests (queues made with 610, raw frames)."""
 import json
 
-from protocols.twino.codec import ContentType
+from mqksbridge.protocols.twino.codec import ContentType
 
 OPTION_KEYS = {"only_first": "SendOnlyFirstAcquirer", "ack": "RequestAcknowledge",
                "ack_timeout": "AcknowledgeTimeout", "message_timeout": "MessageTimeout",

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bridge.clients import twino
-from protocols.twino import codec
-from protocols.twino.codec import Frame, Header, MessageType, NoContent, ResultCode
-from protocols.twino.handshake import (
+from mqksbridge.bridge.clients import twino
+from mqksbridge.protocols.twino import codec
+from mqksbridge.protocols.twino.codec import Frame, Header, MessageType, NoContent, ResultCode
+from mqksbridge.protocols.twino.handshake import (
     FrameReceived, Hello, PingReceived, PongReceived, TwinoServerConnection,
 )
 

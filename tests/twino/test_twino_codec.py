@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocols.twino import codec, schema
-from protocols.twino.codec import Frame, FrameDecoder, MessageType, TwinoProtocolError
+from mqksbridge.protocols.twino import codec, schema
+from mqksbridge.protocols.twino.codec import Frame, FrameDecoder, MessageType, TwinoProtocolError
 
 PROPERTY = settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 

@@ -3,16 +3,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.convert import Unrepresentable
-from bridge.convert.twino import (
+from mqksbridge.bridge.convert import Unrepresentable
+from mqksbridge.bridge.convert.twino import (
     frame_headers,
     from_frame,
     queue_delivery,
     refusal,
     wire_id,
 )
-from core import Message
-from protocols.twino.codec import (
+from mqksbridge.core import Message
+from mqksbridge.protocols.twino.codec import (
     Frame,
     MessageType,
     TwinoProtocolError,

@@ -6,7 +6,7 @@ producer acks and nacks, same refusals, same order, whatever the mix in the burs
 """
 import pytest_twisted
 
-from protocols.twino.codec import Frame, MessageType, encode
+from mqksbridge.protocols.twino.codec import Frame, MessageType, encode
 from tests.twino.helpers import make_queue, receive_all
 
 

@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from twisted.internet import defer
 from twisted.internet.threads import deferToThread
 
-from bridge.clients import twino
-from protocols.twino.codec import (
+from mqksbridge.bridge.clients import twino
+from mqksbridge.protocols.twino.codec import (
     PROTOCOL, ContentType, Frame, FrameDecoder, MessageType, decode,
     encode, new_id,
 )

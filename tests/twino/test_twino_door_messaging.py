@@ -4,7 +4,7 @@ import struct
 
 import pytest_twisted
 
-from protocols.twino.codec import ContentType as Op, MessageType
+from mqksbridge.protocols.twino.codec import ContentType as Op, MessageType
 from tests.support.lines import sleep
 from tests.twino.helpers import make_queue, receive_all, update_queue
 

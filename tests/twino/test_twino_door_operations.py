@@ -5,7 +5,7 @@ import struct
 import pytest_twisted
 from twisted.internet import reactor, task
 
-from protocols.twino.codec import ContentType as Op
+from mqksbridge.protocols.twino.codec import ContentType as Op
 from tests.conftest import RunningBroker
 from tests.twino.helpers import make_queue, options_json, update_queue
 

@@ -2,8 +2,8 @@
 import pytest
 import pytest_twisted
 
-from bridge.clients.twino import TwinoError
-from protocols.twino.codec import Frame, MessageType, new_id
+from mqksbridge.bridge.clients.twino import TwinoError
+from mqksbridge.protocols.twino.codec import Frame, MessageType, new_id
 from tests.twino.helpers import make_queue, receive_all
 
 

@@ -2,7 +2,7 @@
 import pytest
 import pytest_twisted
 
-from protocols.twino.codec import Frame, MessageType, new_id
+from mqksbridge.protocols.twino.codec import Frame, MessageType, new_id
 from tests.conftest import RunningBroker
 from tests.twino.helpers import make_queue, receive_all, update_queue
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.twino import codec
-from protocols.twino.codec import Frame, MessageType, ResultCode
-from protocols.twino.handshake import (
+from mqksbridge.protocols.twino import codec
+from mqksbridge.protocols.twino.codec import Frame, MessageType, ResultCode
+from mqksbridge.protocols.twino.handshake import (
     FrameReceived, Hello, PingReceived, PongReceived, ProtocolError, State,
     TwinoServerConnection, parse_hello,
 )

@@ -1,8 +1,8 @@
 """JSON models written the way Newtonsoft.Json writes them, and the option/status readers."""
 import pytest
 
-from protocols.twino import models
-from protocols.twino.codec import TwinoProtocolError
+from mqksbridge.protocols.twino import models
+from mqksbridge.protocols.twino.codec import TwinoProtocolError
 
 
 def test_client_information_order_nulls_and_defaults():

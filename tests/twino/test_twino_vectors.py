@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from protocols.twino import codec, models, schema
-from protocols.twino.codec import MessageType, NoContent, ResultCode
+from mqksbridge.protocols.twino import codec, models, schema
+from mqksbridge.protocols.twino.codec import MessageType, NoContent, ResultCode
 
 DATA = json.loads((Path(__file__).parents[1] / "data" / "twino_vectors.json").read_text())
 VECTORS = DATA["vectors"]

@@ -16,8 +16,8 @@ import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.zmtp import codec, schema
-from protocols.zmtp.codec import Connection, PeerError, Ping, Ready, ZmtpError
+from mqksbridge.protocols.zmtp import codec, schema
+from mqksbridge.protocols.zmtp.codec import Connection, PeerError, Ping, Ready, ZmtpError
 
 GREETING_HEX = ("ff00000000000000017f" "0301" + "4e554c4c" + "00" * 16 + "00" + "00" * 31)
 

@@ -3,26 +3,26 @@
 Channels are core channels, queue (C, N) is core queue `C/N`, direct messages go through
 core mailboxes, routers are core streams. specs/twino.md "Broker semantics" says what a
 client sees and where we deliberately differ from a 3.7.2 server. The work is split:
-twino_queues (data path), twino_ops (operations 601-663), twino_direct (client to client),
-twino_events (subscriptions), twino_routers (0x17 and bindings).
+queues (data path), ops (operations 601-663), direct (client to client), events
+(subscriptions), routers (0x17 and bindings).
 """
 from twisted.application import service
 from twisted.internet import protocol, task
 from twisted.logger import Logger
 
-from bridge.convert.twino import wire_id
-from bridge.listeners import DoorFactory, ListenerService
-from bridge.outbox import Outbox
-from bridge.twino_direct import DIRECT, MAX_PENDING, TwinoDirect
-from bridge.twino_events import TwinoEvents
-from bridge.twino_ops import TwinoOperations
-from bridge.twino_queues import TwinoQueues
-from bridge.twino_routers import TwinoRouters
-from core import Client
-from protocols.twino.codec import (
+from mqksbridge.bridge.convert.twino import wire_id
+from mqksbridge.bridge.listeners import DoorFactory, ListenerService
+from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.bridge.twino.direct import DIRECT, MAX_PENDING, TwinoDirect
+from mqksbridge.bridge.twino.events import TwinoEvents
+from mqksbridge.bridge.twino.ops import TwinoOperations
+from mqksbridge.bridge.twino.queues import TwinoQueues
+from mqksbridge.bridge.twino.routers import TwinoRouters
+from mqksbridge.core import Client
+from mqksbridge.protocols.twino.codec import (
     PING_BYTES, PONG_BYTES, MessageType, ResultCode, TwinoProtocolError, new_id,
 )
-from protocols.twino.handshake import (
+from mqksbridge.protocols.twino.handshake import (
     FrameReceived, Hello, PingReceived, ProtocolError, TwinoServerConnection,
 )
 

@@ -7,9 +7,9 @@ that name (a Malamute address, online or keeping mail). Frames to Twino clients 
 as received (TTL-1, source filled in); mailboxes of other doors get the core Message, with
 the Twino message id as its tracker so a reply can name the request (docs/mapping.md).
 """
-from bridge.convert import Unrepresentable, dropped, refusal
-from bridge.convert.twino import direct_delivery, from_frame, response_delivery
-from protocols.twino.codec import (Frame, MessageType, ResultCode, encode, new_id, response,
+from mqksbridge.bridge.convert import Unrepresentable, dropped, refusal
+from mqksbridge.bridge.convert.twino import direct_delivery, from_frame, response_delivery
+from mqksbridge.protocols.twino.codec import (Frame, MessageType, ResultCode, encode, new_id, response,
                                    server_ack)
 
 DIRECT = "twino-direct"

@@ -11,14 +11,14 @@ only: all of them when distributing, otherwise only until one takes the message.
 """
 import json
 
-from bridge.convert.twino import from_frame
-from bridge.twino_direct import DIRECT
-from bridge.twino_ops import name_matches
-from bridge.twino_queues import core_name
-from core.stream import DISTRIBUTE, ONLY_FIRST, ROUND_ROBIN
-from protocols.twino.codec import Frame, Header, MessageType, NackReason, ResultCode, encode, \
+from mqksbridge.bridge.convert.twino import from_frame
+from mqksbridge.bridge.twino.direct import DIRECT
+from mqksbridge.bridge.twino.ops import name_matches
+from mqksbridge.bridge.twino.queues import core_name
+from mqksbridge.core.stream import DISTRIBUTE, ONLY_FIRST, ROUND_ROBIN
+from mqksbridge.protocols.twino.codec import Frame, Header, MessageType, NackReason, ResultCode, encode, \
     new_id, response, server_ack
-from protocols.twino.models import binding_information, json_list, router_information
+from mqksbridge.protocols.twino.models import binding_information, json_list, router_information
 
 METHODS = (DISTRIBUTE, ROUND_ROBIN, ONLY_FIRST)
 DIRECT_BINDING, QUEUE_BINDING, TAG_BINDING = 0, 1, 3        # 2 is HTTP: not offered

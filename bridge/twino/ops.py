@@ -7,13 +7,13 @@ the connection) we answer with a code instead; specs/twino.md lists each case.
 """
 import struct
 
-from protocols.twino.codec import ContentType, Header, ResultCode, TwinoProtocolError, encode, \
+from mqksbridge.protocols.twino.codec import ContentType, Header, ResultCode, TwinoProtocolError, encode, \
     response
-from protocols.twino.models import (
+from mqksbridge.protocols.twino.models import (
     CHANNEL_OPTIONS, channel_information, client_information, json_list, node_information,
     parse_options, queue_information, queue_status_from_header,
 )
-from bridge.twino_queues import STATUS_MODES, valid_name
+from mqksbridge.bridge.twino.queues import STATUS_MODES, valid_name
 
 OK, NOT_FOUND, DUPLICATE = ResultCode.OK, ResultCode.NOT_FOUND, ResultCode.DUPLICATE
 OPTION_NAMES = CHANNEL_OPTIONS + ["MessageSizeLimit"]

@@ -7,7 +7,7 @@ endpoint reports itself the way libzmq's ZMQ_LAST_ENDPOINT does, port resolved.
 """
 from twisted.internet.endpoints import quoteStringArgument
 
-from bridge.listeners import ListenerService
+from mqksbridge.bridge.listeners import ListenerService
 
 
 class EndpointError(ValueError):

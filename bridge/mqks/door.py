@@ -11,20 +11,20 @@ import string
 from twisted.internet import protocol
 from twisted.logger import Logger
 
-from bridge.convert import mqks as convert
-from bridge.names import to_name, to_wire
-from bridge.listeners import DoorFactory, ListenerService
-from bridge.outbox import Outbox
-from core import Client, Consumer
-from protocols.mqks.framing import LineFramer, LineTooLong
-from protocols.mqks.masks import apply_rebind
-from protocols.mqks.replies import (error, error_id, ok, update, update_payload,
+from mqksbridge.bridge.convert import mqks as convert
+from mqksbridge.bridge.names import to_name, to_wire
+from mqksbridge.bridge.listeners import DoorFactory, ListenerService
+from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.core import Client, Consumer
+from mqksbridge.protocols.mqks.framing import LineFramer, LineTooLong
+from mqksbridge.protocols.mqks.masks import apply_rebind
+from mqksbridge.protocols.mqks.replies import (error, error_id, ok, update, update_payload,
                                     when_unused_equal)
-from protocols.mqks.requests import (MqksArgumentError, MqksRequestError, parse_ack,
+from mqksbridge.protocols.mqks.requests import (MqksArgumentError, MqksRequestError, parse_ack,
                                      parse_consume, parse_eval, parse_publish,
                                      parse_rebind, parse_request)
-from protocols.mqks.safe_eval import EvalError, eval_reply
-from bridge.mqks_stats import eval_names
+from mqksbridge.protocols.mqks.safe_eval import EvalError, eval_reply
+from mqksbridge.bridge.mqks.stats import eval_names
 
 DOOR = "mqks"
 log = Logger(namespace="mqksbridge.mqks")

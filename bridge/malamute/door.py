@@ -12,19 +12,19 @@ from collections import Counter
 from twisted.application import internet
 from twisted.logger import Logger
 
-from bridge.convert.malamute import (deliver_header, mailbox_message, mailbox_prefix,
+from mqksbridge.bridge.convert.malamute import (deliver_header, mailbox_message, mailbox_prefix,
                                      service_message, service_prefix, stream_message,
                                      stream_prefix, stream_raw)
-from bridge.malamute_peer import Peer
-from bridge.zmq_endpoints import ZmqListener
-from bridge.zmtp_router import ZmtpRouter
-from core import Client, Consumer
-from core.mailbox import DROPPED
-from protocols.malamute import codec, zrex
-from protocols.malamute import session as ev
-from protocols.malamute.codec import (COMMAND_INVALID, FAILED, MalamuteDecodeError,
+from mqksbridge.bridge.malamute.peer import Peer
+from mqksbridge.bridge.malamute.endpoints import ZmqListener
+from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
+from mqksbridge.core import Client, Consumer
+from mqksbridge.core.mailbox import DROPPED
+from mqksbridge.protocols.malamute import codec, zrex
+from mqksbridge.protocols.malamute import session as ev
+from mqksbridge.protocols.malamute.codec import (COMMAND_INVALID, FAILED, MalamuteDecodeError,
                                       encode_error, send_fields, stream_send_subject)
-from protocols.malamute.session import Session
+from mqksbridge.protocols.malamute.session import Session
 
 DOOR = "malamute"
 log = Logger(namespace="mqksbridge.malamute")

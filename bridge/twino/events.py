@@ -1,7 +1,7 @@
 """Twino event subscriptions (Event frames, ct 1 subscribe / 0 unsubscribe) fed by the core's
 lifecycle events, so clients of every door show up in ClientConnected and the like."""
-from protocols.twino.codec import Header, encode
-from protocols.twino.models import (
+from mqksbridge.protocols.twino.codec import Header, encode
+from mqksbridge.protocols.twino.models import (
     CHANNEL_CREATED, CHANNEL_EVENTS, CHANNEL_REMOVED, CLIENT_CONNECTED, CLIENT_DISCONNECTED,
     CLIENT_JOINED, CLIENT_LEFT, MESSAGE_PRODUCED, QUEUE_CREATED, QUEUE_REMOVED, QUEUE_UPDATED,
     SERVER_EVENTS, channel_event, client_event, event_frame, message_event, queue_event,

@@ -5,7 +5,7 @@ live core, and are plain dicts/sets/ints so the safe evaluator can walk them.
 """
 from collections.abc import Mapping
 
-from protocols.mqks.safe_eval import Namespace
+from mqksbridge.protocols.mqks.safe_eval import Namespace
 
 
 class _LazyView(Mapping):

@@ -18,9 +18,9 @@ import os
 from twisted.internet import protocol
 from twisted.logger import Logger
 
-from bridge.outbox import Outbox
-from protocols.zmtp import codec
-from protocols.zmtp.codec import Connection, PeerError, Ping, Ready, ZmtpError
+from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.protocols.zmtp import codec
+from mqksbridge.protocols.zmtp.codec import Connection, PeerError, Ping, Ready, ZmtpError
 
 log = Logger(namespace="mqksbridge.zmtp")
 

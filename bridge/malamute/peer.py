@@ -7,8 +7,8 @@ for that peer are dropped and counted. A service request that cannot be handed t
 (the peer vanished) goes back to its queue. A foreign message Malamute cannot carry (a
 subject over 255 bytes) is dropped for this peer, counted and logged, never cut.
 """
-from bridge.convert import Unrepresentable, dropped
-from bridge.convert.malamute import mailbox_frames, service_frames, stream_frames
+from mqksbridge.bridge.convert import Unrepresentable, dropped
+from mqksbridge.bridge.convert.malamute import mailbox_frames, service_frames, stream_frames
 
 
 class Peer:

@@ -11,15 +11,15 @@ bridge.convert.twino.
 """
 import fnmatch
 
-from bridge.convert import Unrepresentable, dropped
-from bridge.convert.twino import from_frame, queue_delivery
-from core import Consumer
-from core.queue import BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED
-from protocols.twino.codec import (
+from mqksbridge.bridge.convert import Unrepresentable, dropped
+from mqksbridge.bridge.convert.twino import from_frame, queue_delivery
+from mqksbridge.core import Consumer
+from mqksbridge.core.queue import BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED
+from mqksbridge.protocols.twino.codec import (
     FIRST_ACQUIRER, Frame, Header, MessageType, NackReason, NoContent, ResultCode,
     TwinoProtocolError, append_headers, encode, new_id, pull_status, server_ack,
 )
-from protocols.twino.models import QUEUE_STATUS_NAMES
+from mqksbridge.protocols.twino.models import QUEUE_STATUS_NAMES
 
 # Index = the server's QueueStatus number.
 STATUS_MODES = (BROADCAST, PUSH_ALL, ROUND_ROBIN, PULL, CACHE, PAUSED, STOPPED)
