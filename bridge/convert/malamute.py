@@ -1,4 +1,4 @@
-"""Core Message <-> Malamute DELIVER frames (DESIGN §4, docs/mapping.md "to Malamute").
+"""Core Message <-> Malamute DELIVER frames (docs/mapping.md "to Malamute").
 
 Malamute publishes carry their finished DELIVER header in `Message.raw`: the SEND header
 already holds the DELIVER's trailing fields in the same order, so the publisher builds

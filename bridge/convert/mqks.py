@@ -1,4 +1,4 @@
-"""Core Message <-> MQKS lines (DESIGN §4, docs/mapping.md "to MQKS").
+"""Core Message <-> MQKS lines (docs/mapping.md "to MQKS").
 
 An MQKS delivery is `{cid} ok {mid} {props} {data}`: one line, space-separated, so
 everything a foreign message carries must fit the props field (`k=v` joined by `,`).

@@ -1,4 +1,4 @@
-"""Core Message <-> Twino frames (DESIGN §4, docs/mapping.md "to Twino" / "from Twino").
+"""Core Message <-> Twino frames (docs/mapping.md "to Twino" / "from Twino").
 
 Same-door traffic never comes here: a Twino push keeps its delivery frame in Message.raw.
 Foreign messages become ordinary Twino frames: source = sender, the subject as header

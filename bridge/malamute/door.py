@@ -1,4 +1,4 @@
-"""The Malamute door: ZeroMQ ROUTER sessions onto the core model (DESIGN §3).
+"""The Malamute door: ZeroMQ ROUTER sessions onto the core model (specs/malamute.md).
 
 Sessions are keyed by routing id. Only open sessions are kept: a peer in the start state
 owns nothing, so garbage from many routing ids costs no memory. Streams, mailboxes and

@@ -1,4 +1,4 @@
-"""One namespace per kind, shared by every door (DESIGN §2): a queue named by several doors
+"""One namespace per kind, shared by every door (docs/mapping.md "Shared names"): a queue named by several doors
 is one queue, and the MQKS stream is every door's stream."""
 import json
 

@@ -1,4 +1,4 @@
-"""The MQKS reference scenarios S1-S28 (reference/mqks.md section 7), over real loopback.
+"""The MQKS scenarios S1-S28 the original server was checked against, over real loopback.
 
 Each scenario is restated in our own words. Where our documented differences apply the
 test says so: a confirm that follows a binding change comes right after the `--update`
