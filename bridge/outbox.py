@@ -25,6 +25,7 @@ class FlushScheduler:
 
     def __init__(self, reactor):
         self._reactor = reactor
+        self.seconds = reactor.seconds
         self._dirty = []
         self._call = None
 
@@ -58,6 +59,7 @@ class Outbox:
         self.transport_paused = False
         self.pauses = 0                  # how many times the transport filled up
         self.closed = False
+        self.sent = 0                    # bytes handed to the transport (admin counters)
         transport.registerProducer(self, True)
 
     def write(self, data):
@@ -96,6 +98,7 @@ class Outbox:
             data = b"".join(self.parts) if len(self.parts) > 1 else self.parts[0]
             self.parts = []
             self.pending = 0
+            self.sent += len(data)
             self.transport.write(data)
         if self.client.paused and not self.transport_paused:
             self.client.resume()
@@ -106,7 +109,9 @@ class Outbox:
         if self.deferred and not self.closed:
             self._render()
         if self.parts and not self.closed:
-            self.transport.write(b"".join(self.parts))
+            data = b"".join(self.parts)
+            self.sent += len(data)
+            self.transport.write(data)
             self.parts = []
             self.pending = 0
         self.closed = True

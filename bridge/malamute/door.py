@@ -18,6 +18,7 @@ from mqksbridge.bridge.convert.malamute import (deliver_header, mailbox_message,
 from mqksbridge.bridge.malamute.peer import Peer
 from mqksbridge.bridge.malamute.endpoints import ZmqListener
 from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
+from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer
 from mqksbridge.core.mailbox import DROPPED
 from mqksbridge.protocols.malamute import codec, zrex
@@ -160,7 +161,7 @@ class MalamuteDoor:
                         address=rid.hex())
         self.broker.connect(client)
         peer = self.peers[rid] = Peer(self, rid, session, client, address, self.generation)
-        self.transport.attach_client(rid, client)
+        peer.traffic = self.transport.attach_client(rid, client) or peer.traffic
         peer.mail_prefix = mailbox_prefix(address)
         peer.service_prefix = service_prefix(address)
         self.counters["opened"] += 1
@@ -227,6 +228,7 @@ class MalamuteDoor:
             peer.last_stream = (header, stream_send_subject(header),
                                 stream_raw(peer.stream_prefix, header))
         _, subject, raw = peer.last_stream
+        peer.traffic.messages_in += 1
         peer.writer.publish(stream_message(self._id(), peer.address, subject,
                                            tuple(frames[1:]), raw), peer.client)
 
@@ -246,6 +248,7 @@ class MalamuteDoor:
         if last[0] != header or last[1] is not peer.mail_prefix:
             last = self._fields(peer, header, peer.mail_prefix)
         address, subject, tracker, timeout, raw = last[2:]
+        peer.traffic.messages_in += 1
         mailbox = self._mailbox(address)
         message = mailbox_message(self._id(), peer.address, subject, tracker,
                                   tuple(frames[1:]), raw, self._expiry(timeout))
@@ -294,7 +297,7 @@ class MalamuteDoor:
             queue = self._service(service)
         put, new_id, sender = queue.put_message, self._id, peer.address
         expires_at = self._expiry(timeout) if timeout else None
-        count = len(messages)
+        start, count = i, len(messages)
         while i < count:
             frames = messages[i]
             if not frames or frames[0] != header:
@@ -309,6 +312,7 @@ class MalamuteDoor:
             except Exception:
                 self._failed(peer, frames)
                 return -i
+        peer.traffic.messages_in += i - start
         return i
 
     def _service_offer(self, peer, command, header):
@@ -354,7 +358,9 @@ def build(config, broker, scheduler, reactor):
         credit=bool(settings["credit"]))
     door.transport = ZmtpRouter(scheduler, door.received_all, door.lost,
                                 high_water=int(settings["high_water"]),
-                                max_message=int(settings["max_message_size"]))
+                                max_message=int(settings["max_message_size"]),
+                                traffic=DoorTraffic(DOOR, reactor.seconds))
+    door.traffic = door.transport.traffic
     if not settings["listen"]:
         return door, []
     sweep = internet.TimerService(float(settings["check_interval"]), door.sweep)

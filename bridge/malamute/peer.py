@@ -9,12 +9,13 @@ subject over 255 bytes) is dropped for this peer, counted and logged, never cut.
 """
 from mqksbridge.bridge.convert import Unrepresentable, dropped
 from mqksbridge.bridge.convert.malamute import mailbox_frames, service_frames, stream_frames
+from mqksbridge.bridge.traffic import Traffic
 
 
 class Peer:
     __slots__ = ("rid", "door", "session", "client", "address", "seen", "writer", "stream_prefix",
                  "mail_prefix", "service_prefix", "offers", "credit", "gone", "last_stream",
-                 "last_send")
+                 "last_send", "traffic")
 
     def __init__(self, door, rid, session, client, address, seen):
         self.rid = rid
@@ -32,6 +33,8 @@ class Peer:
         self.gone = False
         self.last_stream = (None,)    # the last STREAM-SEND header and what it decoded to
         self.last_send = (None, None)  # the same for MAILBOX/SERVICE-SEND (see the door)
+        self.traffic = Traffic("malamute", address, None, None, None, 0.0)  # the door sets
+        # the connection's own once the session is attached to it (admin counters)
 
     # -- delivery callbacks handed to the core --------------------------------------------
     def stream(self, stream_name, message):
@@ -40,17 +43,20 @@ class Peer:
             door.counters["stream_dropped"] += 1
             door.losses["stream copy for slow reader", self.address] += 1
             return
+        self.traffic.out[message.origin] += 1
         frames = self._frames(stream_frames, stream_name, message)
         if frames is not None:
             self._send(frames)
 
     def mailbox(self, mailbox, message):
+        self.traffic.out[message.origin] += 1
         frames = self._frames(mailbox_frames, mailbox.name, message)
         if frames is not None and (self.gone or not self._send(frames)):
             mailbox.restore(message)
 
     def service(self, consumer, entry):
         queue = consumer.queue
+        self.traffic.out[entry.message.origin] += 1
         frames = self._frames(service_frames, queue.name, entry.message)
         if frames is None:
             entry.notify("nack", consumer, "unrepresentable")

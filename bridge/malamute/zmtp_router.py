@@ -19,6 +19,7 @@ from twisted.internet import protocol
 from twisted.logger import Logger
 
 from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.protocols.zmtp import codec
 from mqksbridge.protocols.zmtp.codec import Connection, PeerError, Ping, Ready, ZmtpError
 
@@ -66,9 +67,19 @@ class ZmtpConnection(protocol.Protocol):
 
     def connectionMade(self):
         self.outbox = Outbox(self.transport, self.router.scheduler, self.gate)
+        peer = self.transport.getPeer()
+        self.traffic = self.router.traffic.open(
+            f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}", self.transport,
+            self.outbox, self.goodbye)
         self.outbox.write(self.zmtp.preamble())
 
+    def goodbye(self):
+        """Malamute has no goodbye command: pending output goes out, then the close."""
+        self.outbox.close()
+        self.transport.loseConnection()
+
     def dataReceived(self, data):
+        self.traffic.bytes_in += len(data)
         zmtp = self.zmtp
         if zmtp.state == "closed":
             return                       # refused: the close is under way
@@ -110,6 +121,7 @@ class ZmtpConnection(protocol.Protocol):
     def connectionLost(self, reason):
         if self.outbox is not None:
             self.outbox.closed = True
+            self.router.traffic.close(self.traffic)
         self.router.detach(self)
 
 
@@ -117,8 +129,9 @@ class ZmtpRouter(protocol.Factory):
     """The ROUTER: routing ids to connections, for any number of listening endpoints."""
 
     def __init__(self, scheduler, on_message, on_gone, *, high_water=10_000,
-                 max_message=codec.DEFAULT_MAX_MESSAGE):
+                 max_message=codec.DEFAULT_MAX_MESSAGE, traffic=None):
         self.scheduler = scheduler
+        self.traffic = traffic or DoorTraffic("zmtp", scheduler.seconds)   # admin counters
         self.deliver = on_message
         self.on_gone = on_gone
         self.high_water = high_water
@@ -173,8 +186,10 @@ class ZmtpRouter(protocol.Factory):
 
     def attach_client(self, rid, client):
         """Pause and resume this core client with the peer's gate; its input is this
-        connection (publisher flow control, core.flow)."""
+        connection (publisher flow control, core.flow). Returns the connection's Traffic."""
         conn = self.peers.get(rid)
         if conn is not None:
             conn.gate.attach(client)
             client.input = conn.transport
+            conn.traffic.client = client
+            return conn.traffic

@@ -15,6 +15,7 @@ from mqksbridge.bridge.convert import mqks as convert
 from mqksbridge.bridge.names import to_name, to_wire
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer
 from mqksbridge.protocols.mqks.framing import LineFramer, LineTooLong
 from mqksbridge.protocols.mqks.masks import apply_rebind
@@ -37,8 +38,9 @@ class MqksError(Exception):
 def _deliver(consumer, entry):
     """Same-door messages relay their pre-built tail at once; the rest (foreign messages,
     redeliveries) are converted at flush time, a turn's worth together (Outbox.defer)."""
-    prefix, write, defer = consumer.tag
+    prefix, write, defer, out = consumer.tag
     message = entry.message
+    out[message.origin] += 1             # admin counters: messages out, door-to-door flow
     if message.raw_door == DOOR and not entry.retry:
         write(prefix + message.raw)
     else:
@@ -54,6 +56,7 @@ class MqksDoor:
     def __init__(self, broker, scheduler, stream="mqks", max_line=1 << 20,
                  high_water=1 << 20):
         self.broker = broker
+        self.traffic = DoorTraffic(DOOR, broker.clock.now)
         self.scheduler = scheduler
         self.stream = broker.stream(stream)
         self._route = self.stream.publish
@@ -107,6 +110,7 @@ class MqksDoor:
 
     def publish_plain(self, conn, req_id, event, body):
         """The hot path: one Message, relayable raw tail, routed by exact subject."""
+        conn.traffic.messages_in += 1
         subject = self._subjects.get(event)
         if subject is None:
             subject = self._subject(event)
@@ -122,7 +126,8 @@ class MqksDoor:
         setting_changed = not when_unused_equal(old_setting, when_unused)
         consumer = Consumer(to_name(cid), conn.client, _deliver, manual_ack=manual_ack,
                             on_cancel=self._cancelled,
-                            tag=(cid + b" ok ", conn.write, conn.outbox.defer))
+                            tag=(cid + b" ok ", conn.write, conn.outbox.defer,
+                                 conn.traffic.out))
         events = self._events(name)
         new_events = apply_rebind(events, replace=replace, add=add)
         bindings_changed = self.stream.set_bindings(name, map(to_name, new_events))
@@ -225,7 +230,7 @@ class MqksDoor:
         payload = update_payload(queue_raw, events, when_unused)
         for consumer in consumers:
             if consumer.client.door == DOOR and consumer.tag is not None:
-                prefix, write, _ = consumer.tag
+                prefix, write = consumer.tag[:2]
                 write(update(prefix[:-4], payload, consumer.manual_ack))
 
     def _cancelled(self, consumer):
@@ -260,8 +265,16 @@ class MqksConnection(protocol.Protocol):
         self.write = self.outbox.write
         self.framer = LineFramer(self.door.max_line)
         self.door.connections.add(self)
+        self.traffic = self.door.traffic.open(address, self.transport, self.outbox, self.goodbye)
+        self.traffic.client = self.client
+
+    def goodbye(self):
+        """MQKS has no goodbye line: what is pending goes out, then the socket closes."""
+        self.outbox.close()
+        self.transport.loseConnection()
 
     def dataReceived(self, data):
+        self.traffic.bytes_in += len(data)
         too_long = False
         try:
             lines = self.framer.feed(data)
@@ -295,6 +308,7 @@ class MqksConnection(protocol.Protocol):
     def connectionLost(self, reason):
         self.outbox.closed = True
         self.door.connections.discard(self)
+        self.door.traffic.close(self.traffic)
         self.door.disconnected(self)
 
 

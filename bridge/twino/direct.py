@@ -54,6 +54,7 @@ class TwinoDirect:
         """DirectMessage: an unknown client id always gets 404; an unmatched `@name:` or
         `@type:` only when the sender waits for a response. FirstAcquirer: the oldest only.
         A message another door's client cannot receive is refused with 406."""
+        conn.traffic.messages_in += 1
         target = frame.target or ""
         mailboxes = self.recipients(target)
         if not mailboxes:

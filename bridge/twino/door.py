@@ -13,6 +13,7 @@ from twisted.logger import Logger
 from mqksbridge.bridge.convert.twino import wire_id
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.bridge.twino.direct import DIRECT, MAX_PENDING, TwinoDirect
 from mqksbridge.bridge.twino.events import TwinoEvents
 from mqksbridge.bridge.twino.ops import TwinoOperations
@@ -20,7 +21,7 @@ from mqksbridge.bridge.twino.queues import TwinoQueues
 from mqksbridge.bridge.twino.routers import TwinoRouters
 from mqksbridge.core import Client
 from mqksbridge.protocols.twino.codec import (
-    PING_BYTES, PONG_BYTES, MessageType, ResultCode, TwinoProtocolError, new_id,
+    PING_BYTES, PONG_BYTES, Frame, MessageType, ResultCode, TwinoProtocolError, encode, new_id,
 )
 from mqksbridge.protocols.twino.handshake import (
     FrameReceived, Hello, PingReceived, ProtocolError, TwinoServerConnection,
@@ -42,6 +43,7 @@ class TwinoDoor:
         self.started = reactor.seconds()
         self.node_id = new_id()
         self.connections = set()
+        self.traffic = DoorTraffic(DOOR, reactor.seconds)
         self.current_ack = None     # (consumer, ack frame) while a consumer ack is settled
         self.queues = TwinoQueues(self)
         self.direct = TwinoDirect(self)
@@ -86,6 +88,7 @@ class TwinoDoor:
 
     def mailbox_deliver(self, mailbox, message):
         conn = mailbox.owner.attrs["twino"]
+        conn.traffic.out[message.origin] += 1
         if message.raw_door == DIRECT:
             conn.write(message.raw)
         else:
@@ -156,9 +159,12 @@ class TwinoConnection(protocol.Protocol):
         self.opened_at = self.last_seen = door.clock()
         self.connected = True
         door.connections.add(self)
+        self.traffic = door.traffic.open(address, self.transport, self.outbox, self.goodbye)
+        self.traffic.client = self.client
 
     def dataReceived(self, data):
         door = self.door
+        self.traffic.bytes_in += len(data)
         self.last_seen = door.clock()
         if self.decoder is None:
             return self._handshake(data)
@@ -241,9 +247,17 @@ class TwinoConnection(protocol.Protocol):
         self.outbox.close()
         self.transport.loseConnection()
 
+    def goodbye(self):
+        """Twino's goodbye: a Terminate frame (0x08), then the close (after a finished
+        handshake only: before it the client reads the protocol echo first)."""
+        if self.connected and self.decoder is not None:
+            self.write(encode(Frame(MessageType.TERMINATE, message_id=new_id())))
+        self.close("broker shutting down")
+
     def connectionLost(self, reason):
         self.connected = False
         self.outbox.closed = True
+        self.door.traffic.close(self.traffic)
         self.door.disconnected(self)
 
 

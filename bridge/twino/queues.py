@@ -131,6 +131,7 @@ def deliver(consumer, entry):
     the first receiver and PendingAcknowledge as this consumer acks."""
     conn, state = consumer.tag
     message = entry.message
+    conn.traffic.out[message.origin] += 1        # admin counters: messages out, flows
     if message.raw_door is state.raw_door:
         try:
             raw = relayed(message)
@@ -386,7 +387,7 @@ class TwinoQueues:
         pull, produced = queue.mode == PULL, state.produced
         put, write = queue.put_message, conn.write
         received = queue.received
-        count = len(frames)
+        start, count = i, len(frames)
         while i < count:
             frame = frames[i]
             if frame.type != 0x11 or frame.target is not target or frame.content_type != queue_id:
@@ -425,6 +426,7 @@ class TwinoQueues:
                 self.door.failed(conn, frame)
         if queue.received != received:      # not when every push was refused
             state.last_received = now
+        conn.traffic.messages_in += i - start
         return i
 
     def push_failed(self, conn, frame, code, reason):
@@ -514,7 +516,9 @@ class TwinoQueues:
         if not entries:
             return write(encode(pull_status(request, NoContent.EMPTY)))
         ack_bit = consumer.manual_ack
+        out = conn.traffic.out
         for index, entry in enumerate(entries):
+            out[entry.message.origin] += 1
             extra = [(Header.REQUEST_ID, request.message_id), (Header.COUNT, str(count)),
                      (Header.INDEX, str(index + 1))]
             if left is not None:

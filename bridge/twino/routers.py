@@ -120,6 +120,7 @@ class TwinoRouters:
     # -- publishing -----------------------------------------------------------------------------
     def publish(self, conn, frame):
         """Through the router; then an ack/nack (PendingAck) or Response 0/404 (PendingResponse)."""
+        conn.traffic.messages_in += 1
         name = frame.target or ""
         router = self.router(name)
         client = conn.client
