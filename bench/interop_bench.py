@@ -60,7 +60,7 @@ def server(mqks_port, twino_port, endpoint):
     from mqksbridge.bridge.service import build
     overrides = {"mqks": {"listen": [f"tcp:{mqks_port}:interface=127.0.0.1"], "stream": "bench"},
                  "twino": {"listen": [f"tcp:{twino_port}:interface=127.0.0.1"]},
-                 "malamute": {"listen": [endpoint]}}
+                 "malamute": {"listen": [endpoint]}, "admin": {"listen": []}}
     build(config.load(overrides=overrides), reactor)[0].startService()
     reactor.callWhenRunning(lambda: print("ready", flush=True))
     reactor.run()

@@ -37,7 +37,7 @@ def server(endpoint):
 
     from mqksbridge.bridge import config
     from mqksbridge.bridge.service import DOORS, build
-    overrides = {door: {"listen": []} for door in DOORS}
+    overrides = {door: {"listen": []} for door in [*DOORS, "admin"]}
     overrides["malamute"] = {"listen": [endpoint]}
     build(config.load(overrides=overrides), reactor)[0].startService()
     reactor.callWhenRunning(lambda: print("ready", flush=True))

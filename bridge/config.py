@@ -2,8 +2,13 @@
 
 Every listener is a Twisted endpoint string (`tcp:25000`, `ssl:...`, `unix:...`), or a
 ZeroMQ endpoint for the Malamute door. See docs/configuration.md for every key.
+
+RULES, next to DEFAULTS, says what each key accepts (type, range, choices); `validate`
+refuses anything else at start-up with the key and the value in the message.
 """
 import copy
+import json
+import math
 import tomllib
 
 DEFAULTS = {
@@ -14,6 +19,7 @@ DEFAULTS = {
         "flow_limit": 10_000,        # messages a queue with consumers holds before its
                                      # publishers stop being read (0: never; core.flow)
         "flow_max_hold": 1.0,        # seconds a publisher is held at most
+        "shutdown_timeout": 10.0,    # seconds SIGTERM waits for goodbyes and flushes at most
     },
     "mqks": {
         "listen": ["tcp:25000"],
@@ -48,6 +54,13 @@ DEFAULTS = {
         "producer_ack": [],          # [[pattern, policy], ...] on "channel/queue-id", first wins
         "producer_ack_default": "relay",  # received | sent | relay (the consumer's ack)
     },
+    "admin": {
+        "listen": ["tcp:15680:interface=127.0.0.1"],  # HTTP: JSON API, /metrics, dashboard
+        "sample_interval": 1.0,      # seconds between counter samples (rates)
+    },
+    "log": {
+        "format": "text",            # text | json (one JSON object per line)
+    },
 }
 
 
@@ -60,10 +73,11 @@ def merge(base, extra, path=""):
     result = copy.deepcopy(base)
     for key, value in extra.items():
         if key not in result:
-            raise ConfigError(f"unknown configuration key {path}{key}")
+            raise ConfigError(f"unknown configuration key {path}{key} = {show(value)}")
         if isinstance(result[key], dict):
             if not isinstance(value, dict):
-                raise ConfigError(f"{path}{key} must be a table")
+                raise ConfigError(f"configuration key {path}{key} = {show(value)}: "
+                                  "must be a table")
             result[key] = merge(result[key], value, f"{path}{key}.")
         else:
             result[key] = value
@@ -71,10 +85,238 @@ def merge(base, extra, path=""):
 
 
 def load(path=None, overrides=None):
+    """Defaults, then the TOML file, then `overrides`; validated (ConfigError)."""
     config = copy.deepcopy(DEFAULTS)
     if path:
         with open(path, "rb") as f:
-            config = merge(config, tomllib.load(f))
+            try:
+                config = merge(config, tomllib.load(f))
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{path}: {exc}") from None
     if overrides:
         config = merge(config, overrides)
+    validate(config)
     return config
+
+
+def parse_setting(assignment):
+    """`section.key=value` (the --set flag) as an overrides dict; the value is read as
+    TOML (`10`, `1.5`, `true`, `["tcp:1"]`, `"text"`), else taken as a plain string."""
+    key, sep, text = assignment.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--set wants section.key=value, got {assignment!r}")
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text
+    result = node = {}
+    *sections, last = key.split(".")
+    for section in sections:
+        node = node.setdefault(section, {})
+    node[last] = value
+    return result
+
+
+def deep_update(base, extra):
+    """Merge nested override dicts (several --set flags for one section)."""
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            deep_update(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+# -- validation ---------------------------------------------------------------------------
+# One checker per key: value -> None when fine, else what it must be. Checkers are made by
+# the small functions below, so a rule reads as a declaration.
+
+def number(low=None, high=None, *, above=None):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            return "must be a number"
+        if above is not None and not value > above:
+            return f"must be greater than {above}"
+        if low is not None and value < low or high is not None and value > high:
+            return f"must be between {low} and {high}"
+        return None
+    return check
+
+
+def integer(low=None, high=None):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "must be an integer"
+        if low is not None and value < low or high is not None and value > high:
+            return f"must be between {low} and {high}" if high is not None \
+                else f"must be at least {low}"
+        return None
+    return check
+
+
+def boolean(value):
+    return None if isinstance(value, bool) else "must be true or false"
+
+
+def string(*choices, nonempty=False):
+    def check(value):
+        if not isinstance(value, str):
+            return "must be a string"
+        if choices and value not in choices:
+            return "must be one of " + ", ".join(repr(c) for c in choices)
+        if nonempty and not value:
+            return "must not be empty"
+        return None
+    return check
+
+
+def byte_limit(value):
+    """Malamute sizes: a byte count, or "max" (the original's spelling of unlimited)."""
+    if value == "max":
+        return None
+    return integer(0)(value) and 'must be a byte count or "max"'
+
+
+def endpoints(parse):
+    """A list of endpoint strings, each accepted by `parse` (raises ValueError)."""
+    def check(value):
+        if not isinstance(value, list) or not all(isinstance(e, str) and e for e in value):
+            return "must be a list of endpoint strings"
+        for endpoint in value:
+            try:
+                parse(endpoint)
+            except Exception as exc:          # the parsers raise ValueError, KeyError...
+                return f"{endpoint!r} is not a valid endpoint ({exc})"
+        return None
+    return check
+
+
+def twisted_endpoint(description):
+    """Build (not bind) the endpoint, as twistd will: unknown types, bad arguments and
+    missing certificate files fail here; TCP ports must fit in 16 bits."""
+    from twisted.internet.endpoints import serverFromString
+    serverFromString(None, description)
+    kind, _, rest = description.partition(":")
+    if kind.lower() in ("tcp", "tcp6", "ssl"):
+        first = rest.split(":", 1)[0]
+        port = first.partition("=")[2] if first.startswith("port=") else first
+        if not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"port {port!r} out of range")
+
+
+def zmq_endpoint(description):
+    from mqksbridge.bridge.malamute.endpoints import to_twisted
+    twisted_endpoint(to_twisted(description))
+
+
+def gc_threshold(value):
+    if value == []:
+        return None
+    if (not isinstance(value, list) or not 1 <= len(value) <= 3
+            or any(integer(0)(v) for v in value)):
+        return "must be [] or a list of one to three integers >= 0"
+    return None
+
+
+def producer_ack(value):
+    if not isinstance(value, list) or any(
+            not isinstance(rule, list) or len(rule) != 2 or not isinstance(rule[0], str)
+            or rule[1] not in POLICIES for rule in value):
+        return "must be a list of [pattern, policy] pairs, policy one of " + ", ".join(POLICIES)
+    return None
+
+
+POLICIES = ("received", "sent", "relay")
+SECONDS = number(above=0, high=86400.0)
+BYTES = integer(1, 1 << 40)
+
+RULES = {
+    "data_dir": string(nonempty=True),
+    "broker.sweep_interval": number(0.001, 3600.0),
+    "broker.gc_threshold": gc_threshold,
+    "broker.flow_limit": integer(0, 1 << 31),
+    "broker.flow_max_hold": SECONDS,
+    "broker.shutdown_timeout": number(0.1, 3600.0),
+    "mqks.listen": endpoints(twisted_endpoint),
+    "mqks.stream": string(nonempty=True),
+    "mqks.max_line": integer(64, 1 << 30),
+    "mqks.high_water": BYTES,
+    "malamute.listen": endpoints(zmq_endpoint),
+    "malamute.timeout": SECONDS,
+    "malamute.check_interval": number(0.001, 3600.0),
+    "malamute.mailbox_size_limit": byte_limit,
+    "malamute.mailbox_size_warn": byte_limit,
+    "malamute.service_queue_size_limit": byte_limit,
+    "malamute.high_water": integer(1, 1 << 31),
+    "malamute.max_message_size": integer(64, 1 << 40),
+    "malamute.credit": boolean,
+    "twino.listen": endpoints(twisted_endpoint),
+    "twino.node": string(nonempty=True),
+    "twino.max_frame_size": integer(64, 1 << 40),
+    "twino.high_water": BYTES,
+    "twino.ping_interval": SECONDS,
+    "twino.ping_timeout": SECONDS,
+    "twino.handshake_timeout": SECONDS,
+    "twino.check_interval": number(0.001, 3600.0),
+    "twino.token": string(),
+    "twino.allow_admin": boolean,
+    "twino.auto_create_channels": boolean,
+    "twino.auto_create_queues": boolean,
+    "twino.producer_ack": producer_ack,
+    "twino.producer_ack_default": string(*POLICIES),
+    "admin.listen": endpoints(twisted_endpoint),
+    "admin.sample_interval": number(0.05, 3600.0),
+    "log.format": string("text", "json"),
+}
+
+
+def keys(tree=DEFAULTS, prefix=""):
+    """Every dotted key of a configuration tree, tables walked into."""
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from keys(value, f"{prefix}{key}.")
+        else:
+            yield prefix + key
+
+
+def lookup(config, dotted):
+    for part in dotted.split("."):
+        config = config[part]
+    return config
+
+
+def validate(config):
+    """Check every key against RULES; the first bad one raises ConfigError naming the
+    key and the value."""
+    for key in keys():
+        value = lookup(config, key)
+        problem = RULES[key](value)
+        if problem:
+            raise ConfigError(f"configuration key {key} = {show(value)}: {problem}")
+
+
+def show(value):
+    """A value as it is written in TOML, for messages."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)     # a valid TOML basic string
+    return repr(value)
+
+
+def dump(config):
+    """The configuration as TOML (what --check-config prints; loadable with --config)."""
+    def value(v):
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return show(v)
+    top = [f"{k} = {value(v)}" for k, v in config.items() if not isinstance(v, dict)]
+    lines = top + [""] if top else []
+    for section, table in config.items():
+        if isinstance(table, dict):
+            lines.append(f"[{section}]")
+            lines += [f"{k} = {value(v)}" for k, v in table.items()]
+            lines.append("")
+    return "\n".join(lines)

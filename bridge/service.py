@@ -1,35 +1,63 @@
-"""`twistd mqksbridge`: options and the service tree (broker + each door's listeners).
+"""`twistd mqksbridge`: options and the service tree (broker + each door's listeners,
+the admin endpoint), stopped in order by bridge.shutdown.BridgeService.
 
 Each door module exposes `build(config, broker, scheduler, reactor) -> (door, services)`;
 adding a door means adding it to DOORS, a section to config.DEFAULTS and a flag here.
 """
 import gc
 import importlib
+import signal
+import sys
 
 from twisted.application import service
+from twisted.logger import Logger
 from twisted.python import usage
 
+from mqksbridge.bridge import admin as admin_endpoint
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.clock import ReactorClock
+from mqksbridge.bridge.logs import json_observer, log_file
 from mqksbridge.bridge.outbox import FlushScheduler
+from mqksbridge.bridge.shutdown import BridgeService
 from mqksbridge.core import Broker
 
 DOORS = ["mqks", "malamute", "twino"]
+log = Logger(namespace="mqksbridge.service")
+
+# Flags for common keys: flag -> dotted configuration key (value parsed by --set's rules).
+KEY_FLAGS = {
+    "mqks-max-line": ("mqks.max_line", "longest MQKS request line in bytes"),
+    "mqks-stream": ("mqks.stream", "core stream that carries MQKS events"),
+    "flow-limit": ("broker.flow_limit", "messages a consumed queue holds before its "
+                   "publishers stop being read (0: never)"),
+    "shutdown-timeout": ("broker.shutdown_timeout", "seconds SIGTERM waits for goodbyes"),
+    "malamute-timeout": ("malamute.timeout", "seconds of silence before a Malamute "
+                         "session expires"),
+    "twino-node": ("twino.node", "Twino node name"),
+    "twino-token": ("twino.token", "Client-Token every Twino hello must carry"),
+    "admin-sample-interval": ("admin.sample_interval", "seconds between admin rate samples"),
+    "log-format": ("log.format", "text or json (one JSON object per line)"),
+}
 
 
 class Options(usage.Options):
     synopsis = "[options]"
     longdesc = ("One broker, four doors: MQKS, Malamute, Twino TMQP/2.0 and TextQueue. "
-                "Starts on embedded defaults; --config FILE (TOML) and flags override them.")
+                "Starts on embedded defaults; --config FILE (TOML), then --set and the "
+                "other flags override them. Every key: docs/configuration.md.")
+    optFlags = [
+        ["check-config", None, "validate the configuration, print it (or the error) and "
+                               "exit 0 (or 1) without starting"],
+    ]
     optParameters = [
         ["config", "c", None, "TOML configuration file"],
         ["data", "d", None, "data directory (default ./var)"],
-        ["mqks-max-line", None, None, "longest MQKS request line in bytes", int],
-    ]
+    ] + [[flag, None, None, f"{help} ({key})"] for flag, (key, help) in KEY_FLAGS.items()]
 
     def __init__(self):
         super().__init__()
         self.listeners = {}
+        self.settings = {}
 
     def _listen(self, door, endpoint):
         self.listeners.setdefault(door, [])
@@ -48,12 +76,29 @@ class Options(usage.Options):
         """Twino TMQP/2.0 listener endpoint (repeatable; 'none' disables the door)"""
         self._listen("twino", endpoint)
 
+    def opt_admin(self, endpoint):
+        """admin HTTP endpoint (JSON API, /metrics, dashboard), default
+        tcp:15680:interface=127.0.0.1 (repeatable; 'none' disables it)"""
+        self._listen("admin", endpoint)
+
+    def opt_set(self, assignment):
+        """set any configuration key: --set section.key=value, value as in TOML
+        (repeatable), e.g. --set twino.ping_interval=30"""
+        try:
+            configuration.deep_update(self.settings, configuration.parse_setting(assignment))
+        except configuration.ConfigError as exc:
+            raise usage.UsageError(str(exc))
+
     def overrides(self):
-        result = {door: {"listen": eps} for door, eps in self.listeners.items()}
+        result = configuration.deep_update({}, self.settings)
+        for flag, (key, _) in KEY_FLAGS.items():
+            if self[flag] is not None:
+                configuration.deep_update(
+                    result, configuration.parse_setting(f"{key}={self[flag]}"))
+        for door, eps in self.listeners.items():
+            result.setdefault(door, {})["listen"] = eps
         if self["data"]:
             result["data_dir"] = self["data"]
-        if self["mqks-max-line"]:
-            result.setdefault("mqks", {})["max_line"] = self["mqks-max-line"]
         return result
 
 
@@ -85,7 +130,7 @@ def build(config, reactor=None):
     """
     if reactor is None:
         from twisted.internet import reactor
-    top = service.MultiService()
+    top = BridgeService(reactor, config["broker"]["shutdown_timeout"])
     settings = config["broker"]
     broker = Broker(ReactorClock(reactor), sweep_interval=settings["sweep_interval"],
                     flow_limit=settings["flow_limit"] or None,
@@ -98,12 +143,38 @@ def build(config, reactor=None):
         doors[name], listeners[name] = module.build(config, broker, scheduler, reactor)
         for svc in listeners[name]:
             svc.setServiceParent(top)
+    top.doors, top.scheduler, top.broker = doors, scheduler, broker
+    top.admin, services = admin_endpoint.build(config, broker, doors, listeners, reactor)
+    listeners["admin"] = [svc for svc in services if hasattr(svc, "ready")]
+    for svc in services:
+        svc.setServiceParent(top)
     return top, broker, doors, listeners
 
 
 def makeService(options):
+    """twistd's entry: a bad configuration is refused here, naming the key and the value
+    (exit 1); --check-config stops here too (exit 0 with the effective configuration)."""
     try:
         config = configuration.load(options["config"], options.overrides())
     except (OSError, configuration.ConfigError) as exc:
-        raise usage.UsageError(str(exc))
-    return build(config)[0]
+        print(f"mqksbridge: {exc}", file=sys.stderr)
+        raise SystemExit(1)
+    if options["check-config"]:
+        print(configuration.dump(config), end="")
+        raise SystemExit(0)
+    top = build(config)[0]
+    if config["log"]["format"] == "json":
+        top.log_observer = json_observer(log_file(getattr(options, "parent", None)))
+    from twisted.internet import reactor
+    reactor.callWhenRunning(stop_on_sigterm, reactor)
+    return top
+
+
+def stop_on_sigterm(reactor):
+    """SIGTERM is how supervisors ask for a stop: run the ordered shutdown and exit 0.
+    (Twisted's own handler re-raises the signal after shutdown, so the process would end
+    'killed by SIGTERM' even when everything went well.)"""
+    def stop(signum, frame):
+        log.info("SIGTERM: shutting down")
+        reactor.callFromThread(reactor.stop)
+    signal.signal(signal.SIGTERM, stop)

@@ -17,7 +17,7 @@ class RunningBroker:
     loopback port; `port(door)` tells where a door listens."""
 
     LOOPBACK = {"mqks": "tcp:0:interface=127.0.0.1", "twino": "tcp:0:interface=127.0.0.1",
-                "malamute": "tcp://127.0.0.1:*"}
+                "malamute": "tcp://127.0.0.1:*", "admin": "tcp:0:interface=127.0.0.1"}
 
     def __init__(self, overrides=None):
         cfg = {door: {"listen": [endpoint]} for door, endpoint in self.LOOPBACK.items()}

@@ -98,7 +98,7 @@ def test_a_taken_address_fails_start_up_with_status_1(tmp_path, door):
         taken.listen()
         port = taken.getsockname()[1]
         args = [TWISTD, "-n", "mqksbridge", "--data", str(tmp_path / "var")]
-        for name in ("mqks", "malamute", "twino"):
+        for name in ("mqks", "malamute", "twino", "admin"):
             args += door_args(name, port) if name == door else [f"--{name}", "none"]
         done = subprocess.run(args, cwd=tmp_path, capture_output=True, timeout=60)
     log = (done.stdout + done.stderr).decode(errors="replace")

@@ -56,7 +56,7 @@ class Peer:
 
     def service(self, consumer, entry):
         queue = consumer.queue
-        self.traffic.out[entry.message.origin] += 1
+        self.traffic.delivered(entry.message)
         frames = self._frames(service_frames, queue.name, entry.message)
         if frames is None:
             entry.notify("nack", consumer, "unrepresentable")

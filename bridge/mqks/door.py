@@ -15,7 +15,7 @@ from mqksbridge.bridge.convert import mqks as convert
 from mqksbridge.bridge.names import to_name, to_wire
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
-from mqksbridge.bridge.traffic import DoorTraffic
+from mqksbridge.bridge.traffic import SAMPLE_MASK, DoorTraffic
 from mqksbridge.core import Client, Consumer
 from mqksbridge.protocols.mqks.framing import LineFramer, LineTooLong
 from mqksbridge.protocols.mqks.masks import apply_rebind
@@ -38,9 +38,13 @@ class MqksError(Exception):
 def _deliver(consumer, entry):
     """Same-door messages relay their pre-built tail at once; the rest (foreign messages,
     redeliveries) are converted at flush time, a turn's worth together (Outbox.defer)."""
-    prefix, write, defer, out = consumer.tag
+    prefix, write, defer, traffic = consumer.tag
     message = entry.message
-    out[message.origin] += 1             # admin counters: messages out, door-to-door flow
+    out, origin = traffic.out, message.origin      # admin counters (Traffic.delivered)
+    n = out[origin] + 1
+    out[origin] = n
+    if not n & SAMPLE_MASK and message.created_at:
+        traffic.sampled(message)
     if message.raw_door == DOOR and not entry.retry:
         write(prefix + message.raw)
     else:
@@ -127,7 +131,7 @@ class MqksDoor:
         consumer = Consumer(to_name(cid), conn.client, _deliver, manual_ack=manual_ack,
                             on_cancel=self._cancelled,
                             tag=(cid + b" ok ", conn.write, conn.outbox.defer,
-                                 conn.traffic.out))
+                                 conn.traffic))
         events = self._events(name)
         new_events = apply_rebind(events, replace=replace, add=add)
         bindings_changed = self.stream.set_bindings(name, map(to_name, new_events))

@@ -13,6 +13,7 @@ import fnmatch
 
 from mqksbridge.bridge.convert import Unrepresentable, dropped
 from mqksbridge.bridge.convert.twino import from_frame, queue_delivery
+from mqksbridge.bridge.traffic import SAMPLE_MASK
 from mqksbridge.core import Consumer
 from mqksbridge.core.queue import BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED
 from mqksbridge.protocols.twino.codec import (
@@ -131,7 +132,12 @@ def deliver(consumer, entry):
     the first receiver and PendingAcknowledge as this consumer acks."""
     conn, state = consumer.tag
     message = entry.message
-    conn.traffic.out[message.origin] += 1        # admin counters: messages out, flows
+    traffic = conn.traffic                       # admin counters (Traffic.delivered)
+    out, origin = traffic.out, message.origin
+    n = out[origin] + 1
+    out[origin] = n
+    if not n & SAMPLE_MASK and message.created_at:
+        traffic.sampled(message)
     if message.raw_door is state.raw_door:
         try:
             raw = relayed(message)

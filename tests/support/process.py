@@ -16,6 +16,7 @@ def free_port():
 
 
 def door_args(door, port):
+    """The flag that puts a door (or the admin endpoint) on a loopback port."""
     if door == "malamute":
         return ["--malamute", f"tcp://127.0.0.1:{port}"]
     return [f"--{door}", f"tcp:{port}:interface=127.0.0.1"]
@@ -24,8 +25,8 @@ def door_args(door, port):
 class BrokerProcess:
     """Start with `start()`, read `ports[door]`, stop with `stop()` (kills if needed)."""
 
-    def __init__(self, workdir, doors=("mqks",), all_doors=("mqks", "malamute", "twino"),
-                 args=()):
+    def __init__(self, workdir, doors=("mqks",),
+                 all_doors=("mqks", "malamute", "twino", "admin"), args=()):
         self.workdir = workdir
         self.doors = doors
         self.all_doors = all_doors

@@ -1,0 +1,94 @@
+"""Rates from counter deltas, sampled once per interval by one LoopingCall.
+
+The doors and the core only ever increment integers; this turns them into per-second
+rates (doors, queues, streams, door-to-door flows) and keeps a short history per door for
+the dashboard's charts. Its cost is one pass over the queues and connections per interval,
+never anything per message.
+"""
+from collections import deque
+
+from twisted.application import service
+from twisted.internet import task
+
+HISTORY = 120                        # samples kept per door (two minutes at 1/s)
+
+
+def rate(now, before, seconds):
+    return max(0.0, (now - before) / seconds) if seconds > 0 else 0.0
+
+
+class Sampler:
+    def __init__(self, broker, doors, clock):
+        self.broker = broker
+        self.doors = doors               # name -> door (each with .traffic)
+        self.clock = clock               # IReactorTime
+        self.at = None
+        self.door_rates = {}             # door -> {messages_in, messages_out, bytes_in, bytes_out}
+        self.queue_rates = {}            # queue -> {publish, deliver, ack}
+        self.stream_rates = {}           # stream -> {publish}
+        self.flow_rates = {}             # (origin, door) -> messages/s
+        self.history = {name: deque(maxlen=HISTORY) for name in doors}
+        self._doors = {}
+        self._queues = {}
+        self._streams = {}
+        self.samples = 0
+
+    def sample(self):
+        now = self.clock.seconds()
+        seconds = now - self.at if self.at is not None else 0.0
+        first = self.at is None
+        doors = {}
+        for name, door in self.doors.items():
+            totals = door.traffic.totals()
+            doors[name] = totals
+            before = self._doors.get(name)
+            if before is not None and not first:
+                rates = {key: rate(totals[key], before[key], seconds)
+                         for key in ("messages_in", "messages_out", "bytes_in", "bytes_out")}
+                self.door_rates[name] = rates
+                self.history[name].append((round(now, 3), rates["messages_in"],
+                                           rates["messages_out"]))
+                for origin, count in totals["flows_in"].items():
+                    self.flow_rates[origin, name] = rate(
+                        count, before["flows_in"].get(origin, 0), seconds)
+        queues = {}
+        queue_rates = {}
+        for name, queue in self.broker.queues.items():
+            counts = (queue.received, queue.delivered, queue.acked)
+            queues[name] = counts
+            before = self._queues.get(name)
+            if before is not None and not first:
+                queue_rates[name] = {"publish": rate(counts[0], before[0], seconds),
+                                     "deliver": rate(counts[1], before[1], seconds),
+                                     "ack": rate(counts[2], before[2], seconds)}
+        streams = {}
+        stream_rates = {}
+        for name, stream in self.broker.streams.items():
+            streams[name] = stream.published
+            before = self._streams.get(name)
+            if before is not None and not first:
+                stream_rates[name] = {"publish": rate(stream.published, before, seconds)}
+        if not first:
+            self.queue_rates, self.stream_rates = queue_rates, stream_rates
+        self._doors, self._queues, self._streams = doors, queues, streams
+        self.at = now
+        self.samples += 1
+
+
+class SamplerService(service.Service):
+    """Runs the sampler every `interval` seconds on the given clock while running."""
+
+    def __init__(self, sampler, interval):
+        self.sampler = sampler
+        self.loop = task.LoopingCall(sampler.sample)
+        self.loop.clock = sampler.clock
+        self.interval = interval
+
+    def startService(self):
+        super().startService()
+        self.loop.start(self.interval, now=True)
+
+    def stopService(self):
+        if self.loop.running:
+            self.loop.stop()
+        return super().stopService()

@@ -1,0 +1,203 @@
+// The mqksbridge dashboard: polls the JSON API once a second and redraws. No build step,
+// no library: tables are DOM, the per-door rate charts are a canvas, the flow view is SVG.
+"use strict";
+
+const POLL_MS = 1000;
+const DOOR_ORDER = ["mqks", "malamute", "twino"];
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value; else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function num(n) {
+  if (n >= 1e9) return (n / 1e9).toFixed(1) + "G";
+  if (n >= 1e6) return (n / 1e6).toFixed(1) + "M";
+  if (n >= 1e4) return (n / 1e3).toFixed(1) + "k";
+  return Number.isInteger(n) ? String(n) : n.toFixed(1);
+}
+
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : String(n)) + " " + units[i];
+}
+
+function duration(seconds) {
+  const s = Math.floor(seconds), d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600);
+  const m = Math.floor(s % 3600 / 60);
+  return (d ? d + "d " : "") + (d || h ? h + "h " : "") + m + "m " + (s % 60) + "s";
+}
+
+function doorTag(name) { return el("span", {class: "door-tag " + name}, name); }
+
+async function getJSON(path) {
+  const response = await fetch(path, {cache: "no-store"});
+  if (!response.ok) throw new Error(path + ": " + response.status);
+  return response.json();
+}
+
+// -- doors and their rate charts -------------------------------------------------------------
+const cards = {};
+
+function doorCard(door) {
+  let card = cards[door.name];
+  if (!card) {
+    const canvas = el("canvas", {width: 520, height: 160});
+    card = cards[door.name] = {
+      root: el("div", {class: "card " + door.name, "data-door": door.name}),
+      title: el("h3", {}, door.name), listen: el("div", {class: "listen"}),
+      stats: el("div", {class: "stats"}), canvas,
+    };
+    card.root.append(card.title, card.listen, card.stats, canvas,
+      el("div", {class: "legend"}, el("span", {class: "in"}, "━ in/s"), "  ",
+         el("span", {class: "out"}, "━ out/s")));
+    document.getElementById("doors").append(card.root);
+  }
+  card.listen.textContent = door.listeners.length
+    ? door.listeners.map(l => l.bound || l.endpoint).join(", ") : "not listening";
+  card.stats.replaceChildren(
+    el("span", {}, el("b", {}, num(door.connections)), " conns"),
+    el("span", {}, el("b", {}, num(door.rates.messages_in)), " in/s"),
+    el("span", {}, el("b", {}, num(door.rates.messages_out)), " out/s"),
+    el("span", {}, bytes(door.bytes_in), " / ", bytes(door.bytes_out)));
+  drawChart(card.canvas, door.history);
+}
+
+function drawChart(canvas, history) {
+  const ctx = canvas.getContext("2d"), w = canvas.width, h = canvas.height, pad = 22;
+  ctx.clearRect(0, 0, w, h);
+  let top = 1;
+  for (const [, i, o] of history) top = Math.max(top, i, o);
+  ctx.strokeStyle = "#e2e6ec"; ctx.fillStyle = "#6b7585"; ctx.font = "18px system-ui";
+  ctx.lineWidth = 1;
+  for (const f of [0, 0.5, 1]) {
+    const y = h - pad - f * (h - 2 * pad);
+    ctx.beginPath(); ctx.moveTo(0, y); ctx.lineTo(w, y); ctx.stroke();
+    if (f) ctx.fillText(num(top * f) + "/s", 4, y - 3);
+  }
+  const span = 120;          // samples across the width
+  const x = k => w - (history.length - 1 - k) * (w / (span - 1));
+  const y = v => h - pad - v / top * (h - 2 * pad);
+  for (const [index, color] of [[1, "#2f6fde"], [2, "#1aa179"]]) {
+    ctx.strokeStyle = color; ctx.lineWidth = 3; ctx.beginPath();
+    history.forEach((point, k) => k ? ctx.lineTo(x(k), y(point[index]))
+                                      : ctx.moveTo(x(k), y(point[index])));
+    ctx.stroke();
+  }
+}
+
+// -- door-to-door flows (SVG) ----------------------------------------------------------------
+function drawFlows(flows, doors) {
+  const area = document.getElementById("flows");
+  const names = DOOR_ORDER.filter(n => doors.includes(n)).concat(
+    doors.filter(n => !DOOR_ORDER.includes(n)));
+  for (const f of flows) { if (!names.includes(f.from)) names.push(f.from); }
+  const rowY = k => 40 + k * (180 / Math.max(1, names.length - 1));
+  const left = 120, right = 520;
+  const most = Math.max(1, ...flows.map(f => f.messages));
+  const colors = {mqks: "#2f6fde", malamute: "#d9822b", twino: "#8e44ad"};
+  const nodes = [];
+  for (const f of flows) {
+    if (!f.messages) continue;
+    const y1 = rowY(names.indexOf(f.from)), y2 = rowY(names.indexOf(f.to));
+    const width = 2 + 18 * Math.sqrt(f.messages / most);
+    nodes.push(svg("path", {d: `M${left},${y1} C${(left + right) / 2},${y1} ${(left + right) / 2},${y2} ${right},${y2}`,
+      stroke: colors[f.from] || "#6b7585", "stroke-width": width, fill: "none", opacity: 0.55,
+      "data-from": f.from, "data-to": f.to},
+      undefined));
+    nodes.push(svg("text", {x: (left + right) / 2, y: (y1 + y2) / 2 - 4, "text-anchor": "middle",
+      class: "count"}, `${f.from} → ${f.to}: ${num(f.messages)} (${num(f.rate)}/s)`));
+  }
+  names.forEach((name, k) => {
+    const y = rowY(k);
+    nodes.push(svg("circle", {cx: left, cy: y, r: 7, fill: colors[name] || "#6b7585"}));
+    nodes.push(svg("circle", {cx: right, cy: y, r: 7, fill: colors[name] || "#6b7585"}));
+    nodes.push(svg("text", {x: left - 14, y: y + 4, "text-anchor": "end"}, name));
+    nodes.push(svg("text", {x: right + 14, y: y + 4}, name));
+  });
+  if (!flows.some(f => f.messages)) {
+    nodes.push(svg("text", {x: 320, y: 135, "text-anchor": "middle", class: "count"},
+      "no deliveries yet"));
+  }
+  area.replaceChildren(...nodes);
+}
+
+// -- tables ----------------------------------------------------------------------------------
+function fillTable(id, rows, empty) {
+  const body = document.querySelector(`#${id} tbody`);
+  if (!rows.length) {
+    body.replaceChildren(el("tr", {}, el("td", {colspan: 9, class: "empty"}, empty)));
+    return;
+  }
+  body.replaceChildren(...rows);
+}
+
+function queueRow(q) {
+  const consumers = el("td", {});
+  for (const [door, n] of Object.entries(q.consumers_by_door)) {
+    consumers.append(doorTag(door), n + " ");
+  }
+  if (!q.consumers) consumers.append(el("span", {class: "empty"}, "none"));
+  return el("tr", {"data-queue": q.name},
+    el("td", {}, q.name), el("td", {}, q.mode),
+    el("td", {class: "n depth" + (q.depth ? " deep" : "")}, num(q.depth)),
+    el("td", {class: "n"}, num(q.priority_depth)), el("td", {class: "n"}, num(q.unacked)),
+    consumers, el("td", {class: "n"}, num(q.rates.publish)),
+    el("td", {class: "n"}, num(q.rates.deliver)), el("td", {class: "n"}, num(q.rates.ack)));
+}
+
+function connectionRow(c) {
+  const client = c.client ? (c.client.name || c.client.id) : "(no session)";
+  return el("tr", {"data-connection": c.id},
+    el("td", {}, doorTag(c.door)), el("td", {}, c.peer), el("td", {}, client),
+    el("td", {class: "n"}, num(c.consumers)), el("td", {class: "n"}, num(c.unacked)),
+    el("td", {class: "n"}, num(c.messages_in)), el("td", {class: "n"}, num(c.messages_out)),
+    el("td", {class: "n"}, bytes(c.bytes_in)), el("td", {class: "n"}, bytes(c.bytes_out)));
+}
+
+// -- the loop --------------------------------------------------------------------------------
+async function refresh() {
+  const status = document.getElementById("status");
+  try {
+    const [overview, queues, connections] = await Promise.all([
+      getJSON("/api/overview"), getJSON("/api/queues"), getJSON("/api/connections")]);
+    document.getElementById("meta").textContent =
+      `v${overview.version} · ${overview.node} · up ${duration(overview.uptime)} · ` +
+      `${num(overview.totals.messages_queued)} queued · ${num(overview.rates.messages_in)} in/s · ` +
+      `${num(overview.rates.messages_out)} out/s`;
+    overview.doors.forEach(doorCard);
+    drawFlows(overview.flows, overview.doors.map(d => d.name));
+    fillTable("queues", queues.items.map(queueRow), "no queues");
+    document.getElementById("queue-count").textContent = `${queues.total} in all`;
+    fillTable("connections", connections.items.map(connectionRow), "no connections");
+    document.getElementById("connection-count").textContent = `${connections.total} open`;
+    status.classList.add("live");
+    status.title = "updated " + new Date().toLocaleTimeString();
+    document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
+  } catch (error) {
+    status.classList.remove("live");
+    status.title = String(error);
+  }
+}
+
+async function loop() {
+  await refresh();
+  setTimeout(loop, POLL_MS);
+}
+
+loop();
