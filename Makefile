@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench clean
+.PHONY: run test bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,14 @@ $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 run: $(STAMP)
 	$(BIN)/twistd -n mqksbridge
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# The dashboard test drives Debian's headless Chromium; as root (CI) install it if missing.
+browser:
+	@if [ "$$(id -u)" = 0 ] && ! { command -v chromium && command -v chromedriver; } >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium chromium-driver >/dev/null; fi
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'

@@ -1,0 +1,102 @@
+"""Commands over the admin HTTP API: stats, queues, connections, purge."""
+import json
+import urllib.error
+import urllib.request
+from urllib.parse import quote
+
+DEFAULT_ADMIN = "http://127.0.0.1:15680"
+
+
+class AdminError(Exception):
+    """The admin API answered with an error status (exit 1)."""
+
+
+def call(base, path, method="GET", body=None, timeout=10.0):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base.rstrip("/") + path, data=data, method=method)
+    if method != "GET":
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("error", exc.reason)
+        except ValueError:
+            message = exc.reason
+        raise AdminError(f"{exc.code}: {message}") from None
+
+
+def table(rows, columns):
+    """Plain aligned columns (right-aligned numbers), header first."""
+    cells = [[str(c) for c in columns]] + [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    lines = []
+    for r in cells:
+        lines.append("  ".join(v.rjust(w) if _numeric(v) else v.ljust(w)
+                               for v, w in zip(r, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def _cell(value):
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{v}" for k, v in value.items()) or "-"
+    return "-" if value is None else str(value)
+
+
+def _numeric(text):
+    return text.replace(".", "", 1).isdigit()
+
+
+def stats(args, out):
+    overview = call(args.admin, "/api/overview", timeout=args.timeout)
+    if args.json:
+        return print(json.dumps(overview), file=out)
+    totals, rates = overview["totals"], overview["rates"]
+    print(f"mqksbridge {overview['version']} on {overview['node']}, "
+          f"up {overview['uptime']:.0f}s", file=out)
+    print(f"{totals['connections']} connections, {totals['queues']} queues, "
+          f"{totals['messages_queued']} messages queued, {totals['unacked']} unacked; "
+          f"{rates['messages_in']:.1f} in/s, {rates['messages_out']:.1f} out/s", file=out)
+    doors = [{"door": d["name"], "connections": d["connections"],
+              "in": d["messages_in"], "out": d["messages_out"],
+              "in/s": d["rates"]["messages_in"], "out/s": d["rates"]["messages_out"],
+              "listening": " ".join(l["bound"] or l["endpoint"] for l in d["listeners"]) or "-"}
+             for d in overview["doors"]]
+    print(table(doors, ["door", "connections", "in", "out", "in/s", "out/s", "listening"]),
+          file=out)
+    if overview["flows"]:
+        print(table([{"from": f["from"], "to": f["to"], "messages": f["messages"],
+                      "rate": f["rate"]} for f in overview["flows"]],
+                    ["from", "to", "messages", "rate"]), file=out)
+
+
+def queues(args, out):
+    data = call(args.admin, "/api/queues", timeout=args.timeout)
+    if args.json:
+        return print(json.dumps(data), file=out)
+    rows = [{**q, "publish/s": q["rates"]["publish"], "deliver/s": q["rates"]["deliver"],
+             "ack/s": q["rates"]["ack"], "by door": q["consumers_by_door"]}
+            for q in data["items"]]
+    print(table(rows, ["name", "mode", "depth", "unacked", "consumers", "by door",
+                       "publish/s", "deliver/s", "ack/s"]), file=out)
+
+
+def connections(args, out):
+    data = call(args.admin, "/api/connections", timeout=args.timeout)
+    if args.json:
+        return print(json.dumps(data), file=out)
+    rows = [{**c, "client": (c["client"] or {}).get("name") or (c["client"] or {}).get("id")}
+            for c in data["items"]]
+    print(table(rows, ["id", "door", "peer", "client", "consumers", "unacked",
+                       "messages_in", "messages_out", "bytes_in", "bytes_out"]), file=out)
+
+
+def purge(args, out):
+    data = call(args.admin, f"/api/queues/{quote(args.queue, safe='')}/purge", "POST", {},
+                timeout=args.timeout)
+    if args.json:
+        return print(json.dumps(data), file=out)
+    print(f"purged {data['purged']} messages from {data['queue']}", file=out)
