@@ -110,6 +110,11 @@ def parse_setting(assignment):
         value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         value = text
+    try:
+        if isinstance(lookup(DEFAULTS, key), str) and not isinstance(value, str):
+            value = text                 # a string key keeps `--twino-token 123` as text
+    except (KeyError, TypeError):
+        pass                             # unknown keys are refused when merged
     result = node = {}
     *sections, last = key.split(".")
     for section in sections:

@@ -2,9 +2,10 @@
 
 On stopService (twistd: SIGTERM or SIGINT), within `timeout` seconds in all:
 
-1. listeners stop: no new connections (the admin endpoint too);
-2. every connection stops being read: no new publishes, so nothing new is confirmed;
-3. every outbox is flushed (replies, confirms, deliveries already made);
+1. every connection stops being read: no new publishes, so nothing new is confirmed;
+2. every outbox is flushed (replies, confirms, deliveries already made);
+3. listeners stop: no new connections (the admin endpoint too). Steps 1 to 3 run in one
+   reactor turn, so no connection is accepted between them;
 4. the other services stop, and their stopService Deferreds are waited for: this is the
    hook for work that must finish first (a journal's pending fsyncs, issue 13);
 5. outboxes are flushed again (confirms those fsyncs released), then each connection
@@ -54,12 +55,12 @@ class BridgeService(service.MultiService):
     async def _stop(self):
         deadline = self.reactor.seconds() + self.timeout
         children = list(self)[::-1]
-        listeners = [s for s in children if isinstance(s, ListenerService)]
-        await self._bounded([defer.maybeDeferred(s.stopService) for s in listeners],
-                            deadline, "listeners")
         for traffic in self.connections():
             traffic.transport.pauseProducing()
         self._flush()
+        listeners = [s for s in children if isinstance(s, ListenerService)]
+        await self._bounded([defer.maybeDeferred(s.stopService) for s in listeners],
+                            deadline, "listeners")
         others = [s for s in children if not isinstance(s, ListenerService)]
         await self._bounded([defer.maybeDeferred(s.stopService) for s in others if s.running],
                             deadline, "services")
@@ -77,9 +78,9 @@ class BridgeService(service.MultiService):
             traffic.transport.abortConnection()
         self.stopped = {"goodbyes": len(open_), "aborted": len(aborted), "in_time": done}
         self._log_backlog()
-        log.info("shutdown: {goodbyes} connections closed, {aborted} aborted at the "
-                 "{timeout}s deadline", goodbyes=len(open_) - len(aborted),
-                 aborted=len(aborted), timeout=self.timeout)
+        log.info("shutdown: {goodbyes} connections closed, {aborted} aborted (deadline "
+                 "{timeout}s)", goodbyes=len(open_) - len(aborted), aborted=len(aborted),
+                 timeout=self.timeout)
 
     def _flush(self):
         if self.scheduler is not None:
@@ -90,16 +91,18 @@ class BridgeService(service.MultiService):
         if not deferreds:
             return True
         waiting = defer.DeferredList(deferreds, consumeErrors=True)
-        left = max(0.0, deadline - self.reactor.seconds())
-        timer = self.reactor.callLater(left, waiting.cancel)
-        try:
-            results = await waiting
-        except defer.CancelledError:
+        late = []
+
+        def give_up():
+            late.append(True)
+            waiting.cancel()              # cancels each one: the list then fires
+        timer = self.reactor.callLater(max(0.0, deadline - self.reactor.seconds()), give_up)
+        results = await waiting
+        if timer.active():
+            timer.cancel()
+        if late:
             log.warn("shutdown: {what} did not finish within the deadline", what=what)
             return False
-        finally:
-            if timer.active():
-                timer.cancel()
         for ok, result in results:
             if not ok:
                 log.failure("shutdown: stopping {what} failed", result, what=what)

@@ -102,6 +102,19 @@ def test_wheel_holds_every_module_of_our_packages(wheel_names):
     assert not missing, f"modules left out of the wheel (setup.cfg packages?): {missing}"
 
 
+def test_wheel_ships_the_dashboard_and_the_console_script(wheel, wheel_names):
+    """The admin endpoint serves its page, scripts and OpenAPI file from package data."""
+    static = os.path.join(ROOT, "bridge", "admin", "static")
+    shipped = sorted(os.listdir(static))
+    assert {"index.html", "dashboard.js", "dashboard.css", "openapi.json"} <= set(shipped)
+    for name in shipped:
+        assert f"mqksbridge/bridge/admin/static/{name}" in wheel_names, name
+    with zipfile.ZipFile(wheel) as archive:
+        entry_points = next(n for n in archive.namelist() if n.endswith("entry_points.txt"))
+        text = archive.read(entry_points).decode()
+    assert "mqksbridge = mqksbridge.bridge.cli:main" in text
+
+
 def test_the_wheel_in_a_fresh_venv_runs_twistd_mqksbridge(wheel, tmp_path):
     """Installed from the wheel (dependencies from the package index): the drop-in is
     found, and only `mqksbridge` is importable, not the repository's directory names."""
@@ -118,6 +131,11 @@ def test_the_wheel_in_a_fresh_venv_runs_twistd_mqksbridge(wheel, tmp_path):
     help_text = subprocess.run([str(venv / "bin" / "twistd"), "mqksbridge", "--help"], **run)
     assert help_text.returncode == 0, help_text.stderr
     assert "--config" in help_text.stdout
+    cli = subprocess.run([str(venv / "bin" / "mqksbridge"), "--help"], **run)
+    assert cli.returncode == 0 and "publish" in cli.stdout, cli.stderr
+    page = subprocess.run([python, "-c", "from mqksbridge.bridge.admin.web import static_file;"
+                           "print(len(static_file('index.html')))"], **run)
+    assert page.returncode == 0 and int(page.stdout) > 500, page.stderr
     probe = ("import importlib.util as u, mqksbridge.core, mqksbridge.bridge.service;"
              "print([n for n in ('core', 'protocols', 'bridge', 'tests') if u.find_spec(n)])")
     names = subprocess.run([python, "-c", probe], **run)

@@ -1,0 +1,237 @@
+"""SIGTERM under load, on a real `twistd mqksbridge` subprocess.
+
+Two MQKS publishers send `publish --confirm` as fast as the broker confirms, an MQKS
+consumer takes the queue, a Twino and a Malamute client sit connected. On SIGTERM the
+process must exit 0 within the shutdown bound; the Twino client gets a Terminate frame,
+the MQKS sockets are closed after their pending output; no message sent after the
+listener closed is confirmed; and every confirmed message was delivered to the consumer
+or is reported still queued (queues are in memory today: gone with the process).
+"""
+import re
+import signal
+import socket
+import threading
+import time
+
+import pytest_twisted
+from twisted.application import service
+from twisted.internet import reactor, task
+
+from mqksbridge.bridge.clients import twino
+from mqksbridge.bridge.clients.malamute import MalamuteClient
+from mqksbridge.protocols.twino.codec import MessageType
+from tests.conftest import RunningBroker
+from tests.support.lines import sleep
+from tests.support.process import BrokerProcess
+
+BOUND = 5.0          # --shutdown-timeout
+SLACK = 5.0          # interpreter exit and a busy machine
+
+
+class Lines:
+    """Reads lines from a socket in a thread until the broker closes it."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.lines = []          # (arrival time, line)
+        self.ended = None        # "eof" or the error's name
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        buffer = b""
+        try:
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    self.ended = "eof"
+                    return
+                parts = (buffer + chunk).split(b"\n")
+                buffer = parts.pop()
+                now = time.monotonic()
+                self.lines.extend((now, line.decode()) for line in parts)
+        except OSError as exc:
+            self.ended = type(exc).__name__
+
+
+class Publisher:
+    """Pipelined confirmed publishes; remembers when each id was sent."""
+
+    def __init__(self, port, name):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.name = name
+        self.sent = {}           # id -> send time
+        self.reader = Lines(self.sock)
+        self.thread = threading.Thread(target=self._send, daemon=True)
+        self.stop = False
+        self.thread.start()
+
+    def _send(self):
+        i = 0
+        try:
+            while not self.stop:
+                batch = []
+                for _ in range(20):
+                    mid = f"{self.name}-{i}"
+                    i += 1
+                    batch.append(f"{mid} publish --confirm ev {mid}\n")
+                    self.sent[mid] = time.monotonic()
+                self.sock.sendall("".join(batch).encode())
+                while len(self.sent) - len(self.reader.lines) > 200 and not self.stop:
+                    time.sleep(0.001)    # at most 200 unconfirmed: keeps the load steady
+                    if self.reader.ended:
+                        return
+        except OSError:
+            return
+
+    def confirmed(self):
+        return {line.split(" ", 1)[0]: at for at, line in self.reader.lines
+                if line.endswith(" ok ")}
+
+
+def test_sigterm_under_load_exits_0_with_goodbyes(tmp_path):
+    broker = BrokerProcess(tmp_path, doors=("mqks", "malamute", "twino"),
+                           args=["--shutdown-timeout", str(BOUND)])
+    broker.start()
+    try:
+        port = broker.ports["mqks"]
+        consumer = socket.create_connection(("127.0.0.1", port), timeout=30)
+        consumer.sendall(b"c1 consume --confirm load ev\n")
+        deliveries = Lines(consumer)
+        while not deliveries.lines:
+            time.sleep(0.01)
+        assert deliveries.lines[0][1] == "c1 ok "
+        tw = twino.connect(port=broker.ports["twino"], name="watching", timeout=30)
+        mlm = MalamuteClient(f"tcp://127.0.0.1:{broker.ports['malamute']}", "watcher")
+        mlm.connect()
+        publishers = [Publisher(port, f"p{k}") for k in range(2)]
+        while sum(len(p.confirmed()) for p in publishers) < 2000:
+            assert broker.process.poll() is None, broker.log()
+            time.sleep(0.01)
+
+        closed_at = []
+
+        def probe():
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                except OSError:
+                    closed_at.append(time.monotonic())
+                    return
+                time.sleep(0.002)
+        prober = threading.Thread(target=probe, daemon=True)
+        prober.start()
+
+        terminate = []
+
+        def twino_reader():
+            try:
+                while True:
+                    frame = tw.recv(30)
+                    if frame is not None and frame.type == MessageType.TERMINATE:
+                        terminate.append(frame)
+            except (ConnectionError, OSError):
+                return
+        tw_thread = threading.Thread(target=twino_reader, daemon=True)
+        tw_thread.start()
+
+        signalled = time.monotonic()
+        broker.process.send_signal(signal.SIGTERM)
+        code = broker.process.wait(BOUND + SLACK)
+        took = time.monotonic() - signalled
+        for p in publishers:
+            p.stop = True
+            p.thread.join(10)
+            p.reader.thread.join(10)
+        deliveries.thread.join(10)
+        tw_thread.join(10)
+        prober.join(10)
+        mlm.close = lambda: None          # the broker is gone: nothing to say goodbye to
+    finally:
+        broker.stop()
+    log = broker.log()
+    assert code == 0, log
+    assert took < BOUND + SLACK, (took, log)
+    assert "Traceback" not in log, log
+    goodbyes = re.search(r"shutdown: (\d+) connections closed, (\d+) aborted", log)
+    assert goodbyes and goodbyes.group(2) == "0" and int(goodbyes.group(1)) >= 5, log
+    assert terminate, "the Twino client got no Terminate frame"
+    assert deliveries.ended == "eof"
+    assert all(p.reader.ended is not None for p in publishers)
+
+    confirmed = {}
+    for p in publishers:
+        confirmed.update({mid: (at, p.sent[mid]) for mid, at in p.confirmed().items()})
+    assert len(confirmed) >= 2000
+    assert closed_at, "the listener never closed"
+    late = [mid for mid, (_, sent) in confirmed.items() if sent > closed_at[0]]
+    assert not late, f"confirmed though sent after the listener closed: {late[:5]}"
+
+    delivered = {line.rsplit(" ", 1)[1] for _, line in deliveries.lines[1:]}
+    queued = re.search(r"still queued in \d+ queues: load=(\d+)", log)
+    missing = set(confirmed) - delivered
+    assert len(missing) <= (int(queued.group(1)) if queued else 0), (len(missing), log[-2000:])
+
+
+# -- the order, in process: a service that takes its time to stop (what a journal finishing
+# its fsyncs will be) must find the doors no longer reading, and goodbyes must wait for it.
+
+class SlowStop(service.Service):
+    """stopService takes `seconds` (a journal's pending fsyncs, issue 13)."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+        self.done_at = None
+
+    def stopService(self):
+        super().stopService()
+
+        def done():
+            self.done_at = reactor.seconds()
+        return task.deferLater(reactor, self.seconds, done)
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_confirm_while_stopping_and_goodbyes_after_pending_work():
+    broker = await RunningBroker({"broker": {"shutdown_timeout": 5.0}}).start()
+    slow = SlowStop(0.5)
+    slow.setServiceParent(broker.top)
+    consumer, publisher = await broker.mqks(), await broker.mqks()
+    assert await consumer.request("c1 consume --confirm q ev") == "c1 ok "
+    assert await publisher.request("m0 publish --confirm ev before") == "m0 ok "
+    assert await consumer.line() == "c1 ok m0 event=ev before"
+    closed_at = []
+    consumer.closed.addCallback(lambda _: closed_at.append(reactor.seconds()))
+
+    stopping = broker.top.stopService()
+    await sleep(0.05)                       # the broker is waiting for SlowStop now
+    publisher.send(*(f"m{i} publish --confirm ev during{i}" for i in range(1, 11)))
+    await sleep(0.2)
+    await stopping
+    await consumer.closed
+    await publisher.closed
+    assert slow.done_at is not None and closed_at[0] >= slow.done_at
+    assert not publisher.lines, f"confirmed while stopping: {list(publisher.lines)}"
+    assert publisher.lost and consumer.lost
+    assert broker.top.stopped == {"goodbyes": 2, "aborted": 0, "in_time": True}
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_connection_that_cannot_drain_is_aborted_at_the_deadline():
+    """A consumer that stopped reading holds megabytes of deliveries: its close cannot
+    finish, so the stop aborts it when the bound is reached, and ends in time."""
+    broker = await RunningBroker({"broker": {"shutdown_timeout": 1.0}}).start()
+    stuck = socket.create_connection(("127.0.0.1", broker.mqks_port))
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.sendall(b"c1 consume q ev\n")
+    publisher = await broker.mqks()
+    body = "x" * 60_000
+    for i in range(200):                      # 12 MB, far more than the socket buffers
+        publisher.send(f"m{i} publish ev {body}")
+    assert await publisher.request("p1 ping x", timeout=10) == "p1 ok x"
+    started = reactor.seconds()
+    await broker.top.stopService()
+    took = reactor.seconds() - started
+    stuck.close()
+    assert broker.top.stopped["aborted"] == 1 and broker.top.stopped["in_time"] is False
+    assert 0.9 <= took < 3.0
