@@ -26,7 +26,6 @@ if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
                 "(make test installs them when run as root)", allow_module_level=True)
 
 from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
@@ -40,9 +39,12 @@ def start_browser(profile):
 
 
 def depth_shown(driver, queue):
-    """The depth cell of `queue`'s row, or None while the row is not there."""
-    rows = driver.find_elements(By.CSS_SELECTOR, f'#queues tr[data-queue="{queue}"] td.depth')
-    return rows[0].text if rows else None
+    """The depth cell of `queue`'s row, or None while the row is not there (read in one
+    script call: the page redraws its rows every second)."""
+    return driver.execute_script(
+        "const cell = document.querySelector(arguments[0]);"
+        "return cell ? cell.textContent : null;",
+        f'#queues tr[data-queue="{queue}"] td.depth')
 
 
 def wait_for_depth(driver, queue, depth, timeout=20):
@@ -80,16 +82,18 @@ async def test_dashboard_shows_a_queue_and_its_depth_live(server, browser, tmp_p
     await deferToThread(wait_for_depth, browser, "dashboard-jobs", 0)
 
     def page_state(driver):
-        return {
-            "title": driver.title,
-            "doors": sorted(e.get_attribute("data-door")
-                            for e in driver.find_elements(By.CSS_SELECTOR, ".card")),
-            "flows": sorted((e.get_attribute("data-from"), e.get_attribute("data-to"))
-                            for e in driver.find_elements(By.CSS_SELECTOR, "#flows path")),
-            "connections": len(driver.find_elements(By.CSS_SELECTOR,
-                                                    "#connections tr[data-connection]")),
-            "status": driver.find_element(By.ID, "status").get_attribute("class"),
-        }
+        """What the page shows, read in one script call (rows are redrawn every second)."""
+        state = driver.execute_script("""
+            const all = s => Array.from(document.querySelectorAll(s));
+            return {
+              title: document.title,
+              doors: all(".card").map(e => e.dataset.door).sort(),
+              flows: all("#flows path").map(e => [e.dataset.from, e.dataset.to]),
+              connections: all("#connections tr[data-connection]").length,
+              status: document.getElementById("status").className,
+            };""")
+        state["flows"] = [tuple(f) for f in state["flows"]]
+        return state
     WebDriverWait(browser, 20, 0.1).until(
         lambda d: ("twino", "mqks") in page_state(d)["flows"], "no twino -> mqks flow drawn")
     state = await deferToThread(page_state, browser)
