@@ -27,7 +27,7 @@ function num(n) {
   if (n >= 1e9) return (n / 1e9).toFixed(1) + "G";
   if (n >= 1e6) return (n / 1e6).toFixed(1) + "M";
   if (n >= 1e4) return (n / 1e3).toFixed(1) + "k";
-  return Number.isInteger(n) ? String(n) : n.toFixed(1);
+  return Number.isInteger(n) || n >= 100 ? String(Math.round(n)) : n.toFixed(1);
 }
 
 function bytes(n) {
@@ -88,7 +88,7 @@ function drawChart(canvas, history) {
   for (const f of [0, 0.5, 1]) {
     const y = h - pad - f * (h - 2 * pad);
     ctx.beginPath(); ctx.moveTo(0, y); ctx.lineTo(w, y); ctx.stroke();
-    if (f) ctx.fillText(num(top * f) + "/s", 4, y - 3);
+    if (f) ctx.fillText(num(Math.round(top * f)) + "/s", 4, y - 3);
   }
   const span = 120;          // samples across the width
   const x = k => w - (history.length - 1 - k) * (w / (span - 1));
@@ -120,8 +120,12 @@ function drawFlows(flows, doors) {
       stroke: colors[f.from] || "#6b7585", "stroke-width": width, fill: "none", opacity: 0.55,
       "data-from": f.from, "data-to": f.to},
       undefined));
-    nodes.push(svg("text", {x: (left + right) / 2, y: (y1 + y2) / 2 - 4, "text-anchor": "middle",
-      class: "count"}, `${f.from} → ${f.to}: ${num(f.messages)} (${num(f.rate)}/s)`));
+    // the label sits a third of the way along the curve, so flows from one door fan out
+    const t = 0.3, mid = (left + right) / 2, u = 1 - t;
+    const lx = u * u * u * left + 3 * u * t * mid + t * t * t * right;
+    const ly = y1 + (y2 - y1) * (3 * t * t - 2 * t * t * t);
+    nodes.push(svg("text", {x: lx, y: ly - width / 2 - 3, "text-anchor": "middle",
+      class: "count"}, `${num(f.messages)} (${num(f.rate)}/s)`));
   }
   names.forEach((name, k) => {
     const y = rowY(k);
@@ -135,6 +139,20 @@ function drawFlows(flows, doors) {
       "no deliveries yet"));
   }
   area.replaceChildren(...nodes);
+  flowMatrix(flows, names);
+}
+
+function flowMatrix(flows, names) {
+  const cell = {};
+  for (const f of flows) cell[f.from + ">" + f.to] = f;
+  const head = el("tr", {}, el("th", {}, "from ↓ to →"), ...names.map(n => el("th", {class: "n"}, n)));
+  const rows = names.map(from => el("tr", {}, el("th", {}, doorTag(from)), ...names.map(to => {
+    const f = cell[from + ">" + to];
+    return el("td", {class: "n", "data-from": from, "data-to": to},
+      f ? `${num(f.messages)} · ${num(f.rate)}/s` : "–");
+  })));
+  document.getElementById("flow-matrix").replaceChildren(el("thead", {}, head),
+    el("tbody", {}, ...rows));
 }
 
 // -- tables ----------------------------------------------------------------------------------
