@@ -193,7 +193,8 @@ async function refresh() {
   const status = document.getElementById("status");
   try {
     const [overview, queues, connections] = await Promise.all([
-      getJSON("/api/overview"), getJSON("/api/queues"), getJSON("/api/connections")]);
+      getJSON("/api/overview"), getJSON("/api/queues?limit=200"),
+      getJSON("/api/connections?limit=200")]);
     document.getElementById("meta").textContent =
       `v${overview.version} · ${overview.node} · up ${duration(overview.uptime)} · ` +
       `${num(overview.totals.messages_queued)} queued · ${num(overview.rates.messages_in)} in/s · ` +
@@ -201,7 +202,8 @@ async function refresh() {
     overview.doors.forEach(doorCard);
     drawFlows(overview.flows, overview.doors.map(d => d.name));
     fillTable("queues", queues.items.map(queueRow), "no queues");
-    document.getElementById("queue-count").textContent = `${queues.total} in all`;
+    document.getElementById("queue-count").textContent =
+      `${queues.total} in all` + (queues.total > queues.items.length ? ", first 200 shown" : "");
     fillTable("connections", connections.items.map(connectionRow), "no connections");
     document.getElementById("connection-count").textContent = `${connections.total} open`;
     status.classList.add("live");
