@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.twino_bench
 	$(BIN)/python -m bench.malamute_bench
 	$(BIN)/python -m bench.interop_bench
+	$(BIN)/python -m bench.admin_overhead
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -92,7 +92,7 @@ class AdminView:
         result = []
         for name, door in self.doors.items():
             for origin, count in sorted(door.traffic.totals()["flows_in"].items()):
-                if count or (origin, name) in self.sampler.flow_rates:
+                if count:
                     result.append({"from": origin or "unknown", "to": name, "messages": count,
                                    "rate": _round(self.sampler.flow_rates.get((origin, name),
                                                                               0.0))})
