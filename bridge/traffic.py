@@ -1,10 +1,12 @@
 """Per-connection and per-door traffic counters, for the admin API and /metrics.
 
 A door bumps integers where it already touches the data: bytes in once per read, messages
-in at its publish points, and one `out[origin] += 1` per delivery (which is at once the
-connection's messages out and the door-to-door flow: origin door x consumer door). Bytes
-out are the connection's Outbox.sent. Nothing is computed per message: the admin side sums
-and differentiates these once a second (bridge.admin.sampler).
+in at its publish points (or once per read), and one increment per delivery keyed by the
+message's origin door, which is at once the connection's messages out and the
+door-to-door flow (origin door x consumer door): `own += 1` on a door's same-door fast
+path, `out[origin] += 1` otherwise. Bytes out are the connection's Outbox.sent. Nothing
+is computed per message: the admin side sums and differentiates these once a second
+(bridge.admin.sampler).
 
 A connection that goes has its counts folded into its door's `gone` totals, so door
 totals only ever grow (rates from deltas stay right).
@@ -30,7 +32,7 @@ class Traffic:
     stop reading from it (`transport`) or say goodbye (`goodbye`, the door's own close)."""
 
     __slots__ = ("id", "door", "peer", "client", "transport", "outbox", "goodbye",
-                 "opened_at", "bytes_in", "messages_in", "out", "owner")
+                 "opened_at", "bytes_in", "messages_in", "own", "out", "owner")
 
     def __init__(self, door, peer, transport, outbox, goodbye, opened_at, owner=None):
         self.id = f"{door}-{next(_ids)}"
@@ -43,6 +45,9 @@ class Traffic:
         self.opened_at = opened_at
         self.bytes_in = 0
         self.messages_in = 0
+        self.own = 0                       # deliveries of messages published through this
+        # same door that the door counts on its own fast path (no lookup, no sampling: a
+        # door that stamps arrival times uses `delivered` for those too)
         self.out = defaultdict(int, dict.fromkeys(ORIGINS, 0))   # deliveries by origin door
         self.owner = owner                 # the DoorTraffic (latency observer, clock)
 
@@ -65,7 +70,13 @@ class Traffic:
 
     @property
     def messages_out(self):
-        return sum(self.out.values())
+        return self.own + sum(self.out.values())
+
+    def flows(self):
+        """Deliveries by origin door, `own` included."""
+        out = Counter(self.out)
+        out[self.door] += self.own
+        return out
 
 
 class DoorTraffic:
@@ -93,7 +104,7 @@ class DoorTraffic:
         self.gone_bytes_in += traffic.bytes_in
         self.gone_bytes_out += traffic.bytes_out
         self.gone_messages_in += traffic.messages_in
-        self.gone_out.update(traffic.out)
+        self.gone_out.update(traffic.flows())
         if not self.live and self._empty:
             waiting, self._empty = self._empty, []
             for d in waiting:
@@ -113,7 +124,7 @@ class DoorTraffic:
         live = list(self.live.values())
         out = Counter(self.gone_out)
         for t in live:
-            out.update(t.out)
+            out.update(t.flows())
         return {
             "connections": len(live),
             "opened": self.opened,

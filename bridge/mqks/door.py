@@ -15,7 +15,7 @@ from mqksbridge.bridge.convert import mqks as convert
 from mqksbridge.bridge.names import to_name, to_wire
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
-from mqksbridge.bridge.traffic import SAMPLE_MASK, DoorTraffic
+from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer
 from mqksbridge.protocols.mqks.framing import LineFramer, LineTooLong
 from mqksbridge.protocols.mqks.masks import apply_rebind
@@ -40,14 +40,11 @@ def _deliver(consumer, entry):
     redeliveries) are converted at flush time, a turn's worth together (Outbox.defer)."""
     prefix, write, defer, traffic = consumer.tag
     message = entry.message
-    out, origin = traffic.out, message.origin      # admin counters (Traffic.delivered)
-    n = out[origin] + 1
-    out[origin] = n
-    if not n & SAMPLE_MASK and message.created_at:
-        traffic.sampled(message)
     if message.raw_door == DOOR and not entry.retry:
+        traffic.own += 1                 # admin counters: messages out, mqks -> mqks flow
         write(prefix + message.raw)
     else:
+        traffic.delivered(message)
         defer((prefix, message, entry.retry), message.size + 80)
 
 
@@ -108,13 +105,13 @@ class MqksDoor:
     # -- actions -----------------------------------------------------------------------
     def publish(self, conn, req_id, data, confirm):
         event, body = parse_publish(data)
+        conn.traffic.messages_in += 1
         self.publish_plain(conn, req_id, event, body)
         if confirm:
             conn.write(ok(req_id))
 
     def publish_plain(self, conn, req_id, event, body):
         """The hot path: one Message, relayable raw tail, routed by exact subject."""
-        conn.traffic.messages_in += 1
         subject = self._subjects.get(event)
         if subject is None:
             subject = self._subject(event)
@@ -288,6 +285,7 @@ class MqksConnection(protocol.Protocol):
         handle, publish, ack = door.handle, door.publish_plain, door.ack_plain
         flow = door.broker.flow
         flow.publisher = self.client         # whom a congested queue holds (core.flow)
+        published = 0                        # admin counter, added once per read
         try:
             for line in lines:
                 # Fast paths for plain publish and ack; anything unusual takes the full parser.
@@ -296,6 +294,7 @@ class MqksConnection(protocol.Protocol):
                         and b"\t" not in line):
                     action = parts[1]
                     if action == b"publish":
+                        published += 1
                         publish(self, parts[0], parts[2], parts[3])
                         continue
                     if action == b"ack":
@@ -304,6 +303,7 @@ class MqksConnection(protocol.Protocol):
                 handle(self, line)
         finally:
             flow.publisher = None
+            self.traffic.messages_in += published
         if too_long:
             door.fail(self, None, "line longer than %d bytes" % door.max_line, b"")
             self.outbox.close()
