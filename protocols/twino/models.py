@@ -73,6 +73,15 @@ def _json_value(value) -> str:
     raise TypeError(f"no JSON form for {type(value).__name__}")
 
 
+def _utf8(text: str) -> bytes:
+    """Names from the byte-oriented doors carry undecodable bytes as surrogate escapes
+    (bridge/names.py): they go out as the bytes they were; any other lone surrogate as '?'."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace")
+
+
 class Model:
     """A C# class: property names with their defaults, called with snake_case keywords."""
 
@@ -88,8 +97,8 @@ class Model:
             if key not in self._keys:
                 raise TypeError(f"{self.name} has no field {key!r}")
             data[self._keys[key]] = value
-        return ("{" + ",".join(f'"{field}":{_json_value(data[field])}'
-                               for field in self.fields) + "}").encode("utf-8")
+        return _utf8("{" + ",".join(f'"{field}":{_json_value(data[field])}'
+                                    for field in self.fields) + "}")
 
 
 def json_list(items) -> bytes:

@@ -136,3 +136,14 @@ async def test_slow_reader_with_fast_writer_keeps_memory_bounded(server):
     assert streamed + dropped == total
     assert command == codec.MailboxDeliver("fast", "slow", "mail", "", (b"kept",))
     assert len(server.broker.mailboxes["slow"].stored) == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_address_that_is_not_utf8_is_opened(server):
+    """The Twino door announces every new client to its event subscribers; an address
+    whose bytes are not UTF-8 once made that announcement raise, so the OPEN got no OK."""
+    frames = codec.encode(codec.ConnectionOpen("ab"))
+    assert frames[-1].endswith(b"\x02ab")
+    peer = await server.malamute_raw()
+    peer.send_frames(frames[:-1] + [frames[-1][:-3] + b"\x02\xe9\xff"])
+    assert await peer.recv() == codec.Ok(200, "")

@@ -111,3 +111,14 @@ def test_server_level_event_frame_has_no_target():
     frame = models.event_frame(models.CLIENT_CONNECTED, models.client_event(id="c"))
     assert frame.target is None and frame.message_id is None and frame.content_type == 0
     assert frame.source == "ClientConnected"
+
+
+def test_names_with_undecodable_bytes_go_out_as_those_bytes():
+    """A Malamute address that is not UTF-8 reaches the core as surrogate escapes; a Twino
+    ClientConnected event about it must be built (it used to raise and cost the Malamute
+    client its OPEN reply), carrying the address's own bytes."""
+    raw = b"caf\xe9-\xff"
+    name = raw.decode("utf-8", "surrogateescape")
+    data = models.client_event(id=name, name=None, type=None, node="n")
+    assert b'"' + raw + b'"' in data
+    assert b"?" in models.client_event(id="\ud800", name=None, type=None, node="n")
