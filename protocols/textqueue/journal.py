@@ -1,0 +1,506 @@
+"""Our journal record layout: one message envelope as one TextQueue record.
+
+The broker's durable queues append these records, the TextQueue door can write them,
+and the data pipeline reads them back. A segment file starts with a header comment
+record (queue, segment number, creation time: the time base of its records), then:
+
+    -hello world, twenty         body: UTF-8 text, or base64 with \\enc=base64
+    \\i=6f1c2a9be03d4471           id
+    \\s=order.new                  subject
+    \\f=mqks:127.0.0.1:51012.7     origin door ':' sender
+    \\t=3200                       created, ms after the segment's \\created
+    \\r=0                          retry counter, 3 bytes reserved   } mutable, rewritten
+    \\e=                           settle code + ms after created    } in place
+    \\c=Q2h0Zq                     checksum of everything between the control
+                                   character and \\r= (CRC-32, base64url)
+
+Optional variables sit between \\t and \\r: ttl, priority, tracker, headers, enc,
+frames. Variables hold ASCII only (percent-encoded UTF-8). specs/textqueue.md defines
+every variable, the checksum and the edits; this module is its one implementation.
+
+Names and widths are chosen for the size budget of issue 13: a typical message
+(20-byte body, 16-char id, 10-char subject, 25-char sender) costs 127 bytes.
+Decoding works on a record's raw bytes (a `Record` or the `raws` of a `Scan`), so the
+pipeline can decode just the columns it needs (`decode_fields`) without parsing the
+record into objects.
+"""
+import binascii
+import re
+import urllib.parse
+import zlib
+from dataclasses import dataclass
+from operator import methodcaller
+from typing import NamedTuple, Optional
+
+from mqksbridge.protocols.textqueue.records import Record, TextQueueError
+from mqksbridge.protocols.textqueue.writer import Edit
+
+LAYOUT = 1
+RETRY_WIDTH = 3
+SETTLE_WIDTH = 8
+RETRY_MAX = 10 ** RETRY_WIDTH - 1
+_TAIL = 7 + 4 + SETTLE_WIDTH + 10      # \r=NNN\n \e=........\n \c=cccccc\n
+
+# Settle codes: (reason, control character the record gets).
+SETTLE_CODES = {
+    "a": ("acked", "="),
+    "d": ("dead-lettered", "!"),
+    "x": ("expired", "!"),
+    "r": ("removed", "!"),
+    "m": ("moved", "#"),
+}
+_CODE_OF = {reason: (code, control) for code, (reason, control) in SETTLE_CODES.items()}
+STATUSES = {"-": "queued", "=": "done", "!": "error", "#": "comment"}
+FIELDS = ("status", "id", "subject", "frames", "headers", "sender", "origin", "tracker",
+          "priority", "created_at", "expires_at", "retry", "settled", "body")
+
+# Bytes a variable value never holds literally: controls, space (trailing spaces are
+# padding), '%', DEL and everything outside ASCII.
+_ESCAPED = bytes(range(0x21)) + b"%\x7f" + bytes(range(0x80, 0x100))
+_ESCAPE_SETS = {extra: (_ESCAPED + extra, re.compile(b"[%s]" % re.escape(_ESCAPED + extra)))
+                for extra in (b"", b":", b"&=")}
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+_EQ_SPLIT = methodcaller("split", b"=", 1)
+
+
+class Settle(NamedTuple):
+    """How and when a record was settled: `reason` (a SETTLE_CODES reason, or the code
+    itself when unknown) and `at` (seconds since the epoch)."""
+    reason: str
+    at: float
+
+
+class Header(NamedTuple):
+    """A segment's header record."""
+    queue: str
+    segment: int
+    created_ms: int
+    layout: int
+
+
+class Places(NamedTuple):
+    """File offsets an in-place edit of one record needs."""
+    status: int
+    retry: int
+    retry_width: int
+    settle: int
+    settle_width: int
+
+
+@dataclass(slots=True)
+class Envelope:
+    """A message as the journal stores it (the core Message's fields, plus the
+    record's mutable state). `encode_message` takes any object with the message
+    attributes, so a core Message goes in as it is."""
+    id: str = ""
+    subject: str = ""
+    frames: tuple = (b"",)
+    headers: Optional[dict] = None
+    sender: str = ""
+    origin: str = ""
+    tracker: str = ""
+    priority: bool = False
+    created_at: float = 0.0
+    expires_at: Optional[float] = None
+    status: str = "-"
+    retry: int = 0
+    settled: Optional[Settle] = None
+
+
+# -- encoding ------------------------------------------------------------------------------
+
+def is_text(body: bytes) -> bool:
+    """Whether a body can be stored as text: UTF-8 without NUL or CR (what every
+    TextQueue reader, the reference one included, reads back unchanged)."""
+    if b"\x00" in body or b"\r" in body:
+        return False
+    if body.isascii():
+        return True
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _pct(text, extra=b""):
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise TextQueueError(f"{text!r} holds a lone surrogate that stands for no byte") from None
+    escaped, pattern = _ESCAPE_SETS[extra]
+    if len(data.translate(None, escaped)) == len(data):
+        return data
+    return pattern.sub(lambda m: b"%%%02X" % m.group()[0], data)
+
+
+def _b64(data):
+    return binascii.b2a_base64(data, newline=False)
+
+
+def _checksum(data):
+    return binascii.b2a_base64(zlib.crc32(data).to_bytes(4, "big"), newline=False)[:6].translate(_URLSAFE)
+
+
+def _ms(seconds):
+    return round(seconds * 1000)
+
+
+def _after(ms):
+    """A duration in the settle field's 7 characters: ms, else seconds or hours."""
+    ms = max(ms, 0)
+    if ms < 10_000_000:
+        return b"%d" % ms
+    if ms < 1_000_000_000:
+        return b"%ds" % (ms // 1000)
+    return b"%dh" % min(ms // 3_600_000, 999_999)
+
+
+def _settle_value(reason, settled_at, created_ms):
+    code = _CODE_OF.get(reason)
+    if code is None:
+        raise TextQueueError(f"unknown settle reason {reason!r}")
+    return code[0].encode() + _after(_ms(settled_at) - created_ms)
+
+
+def encode_message(message, *, base_ms=0, status="-", retry=0, settled=None) -> bytes:
+    """One journal record for `message` (a core Message, an Envelope, or anything with
+    their attributes). `base_ms` is the segment's `created` (0: absolute times);
+    `status`, `retry` and `settled` (a Settle) are the mutable state to start with."""
+    if status not in STATUSES:
+        raise TextQueueError(f"not a journal status: {status!r}")
+    frames = message.frames
+    if len(frames) == 1 and is_text(frames[0]):
+        body = frames[0].replace(b"\n", b"\n ")
+        coding = b""
+    elif len(frames) == 1:
+        body = _b64(frames[0])
+        coding = b"\\enc=base64\n"
+    else:
+        body = b" ".join(map(_b64, frames))
+        coding = b"\\enc=base64\n\\frames=%d\n" % len(frames)
+    out = [body, b"\n"]
+    if message.id:
+        out += (b"\\i=", _pct(message.id), b"\n")
+    if message.subject:
+        out += (b"\\s=", _pct(message.subject), b"\n")
+    if message.origin or message.sender:
+        out += (b"\\f=", _pct(message.origin, b":"), b":", _pct(message.sender), b"\n")
+    created = _ms(message.created_at)
+    out.append(b"\\t=%d\n" % (created - base_ms))
+    if message.expires_at is not None:
+        out.append(b"\\ttl=%d\n" % (_ms(message.expires_at) - created))
+    if message.priority:
+        out.append(b"\\priority=1\n")
+    if message.tracker:
+        out += (b"\\tracker=", _pct(message.tracker), b"\n")
+    if message.headers:
+        out += (b"\\headers=", b"&".join([_pct(k, b"&=") + b"=" + _pct(v, b"&=")
+                                          for k, v in message.headers.items()]), b"\n")
+    out.append(coding)
+    fixed = b"".join(out)
+    settle = b"" if settled is None else _settle_value(settled.reason, settled.at, created)
+    return b"%s%s\\r=%-3d\n\\e=%-8s\n\\c=%s\n" % (
+        status.encode(), fixed, min(max(retry, 0), RETRY_MAX), settle, _checksum(fixed))
+
+
+def encode_header(queue: str, segment: int, created_ms: int) -> bytes:
+    """The header record that starts each segment file; `created_ms` is the time base
+    of the segment's `t` variables."""
+    return (b"#mqksbridge journal segment: one record per message, - queued, = acked,"
+            b" ! dead-lettered, expired or removed.\n"
+            b" Times in ms: \\t= after \\created= below, \\e= after \\t=. See specs/textqueue.md.\n"
+            b"\\queue=%s\n\\segment=%d\n\\created=%d\n\\layout=%d\n"
+            % (_pct(queue), segment, created_ms, LAYOUT))
+
+
+# -- decoding ------------------------------------------------------------------------------
+
+def _raw(record):
+    """A record's raw bytes with CRLF line ends made LF (an editor may have changed them)."""
+    raw = record.raw if isinstance(record, Record) else record
+    if b"\r" in raw:
+        raw = raw.replace(b"\r\n", b"\n")
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+    return raw
+
+
+def _unpct(value):
+    if b"%" in value:
+        value = urllib.parse.unquote_to_bytes(value)
+    return value.decode("utf-8", "surrogateescape")
+
+
+def _int(value, name):
+    try:
+        return int(value)
+    except ValueError:
+        raise TextQueueError(f"{name} is not an integer: {value!r}") from None
+
+
+def _control_size(raw):
+    lead = raw[0] if raw else 0
+    return 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+
+
+def _parts(raw):
+    """(head, {name: value}): the control and body lines, and the variables (the
+    first of a name wins). A continuation line after a variable stays in the body,
+    as the readers have it."""
+    parts = raw.split(b"\n\\")
+    head = parts[0]
+    variables = parts[1:]
+    if b"\n " in raw[len(head):]:
+        head, variables = _regroup(head, variables)
+    variables.reverse()
+    try:
+        return head, dict(map(_EQ_SPLIT, variables))
+    except ValueError:                      # a variable without '='
+        return head, dict(_EQ_SPLIT(v) for v in variables if b"=" in v)
+
+
+def _regroup(head, variables):
+    lines = [head]
+    names = []
+    for part in variables:
+        first, *rest = part.split(b"\n")
+        names.append(first)
+        lines += rest
+    return b"\n".join(lines), names
+
+
+def _status(head):
+    size = _control_size(head)
+    return head[:size].decode("utf-8", "surrogateescape"), head[size:]
+
+
+def _frames(body, enc, count):
+    body = body.replace(b"\n ", b"\n")
+    if enc is None:
+        return (body,)
+    if enc != b"base64":
+        raise TextQueueError(f"unknown body encoding {enc!r}")
+    try:
+        if count is None:
+            return (binascii.a2b_base64(body, strict_mode=True),)
+        count = _int(count, "frames")
+        if count == 0 and not body:
+            return ()
+        parts = body.split(b" ")
+        if len(parts) != count:
+            raise TextQueueError(f"{len(parts)} base64 frames where frames={count}")
+        return tuple(binascii.a2b_base64(part, strict_mode=True) for part in parts)
+    except binascii.Error as e:
+        raise TextQueueError(f"body is not base64: {e}") from None
+
+
+def _headers(value):
+    if value is None:
+        return None
+    headers = {}
+    for pair in value.split(b"&"):
+        key, eq, val = pair.partition(b"=")
+        if not eq:
+            raise TextQueueError(f"header without '=': {pair!r}")
+        headers[_unpct(key)] = _unpct(val)
+    return headers
+
+
+def _settled(value, created_ms):
+    value = value.rstrip(b" ") if value else b""
+    if not value:
+        return None
+    code = value[:1].decode("ascii", "replace")
+    after = value[1:]
+    unit = 1
+    if after[-1:] == b"s":
+        after, unit = after[:-1], 1000
+    elif after[-1:] == b"h":
+        after, unit = after[:-1], 3_600_000
+    reason = SETTLE_CODES.get(code, (code,))[0]
+    return Settle(reason, (created_ms + _int(after, "settle time") * unit) / 1000)
+
+
+def _created_ms(variables, base_ms):
+    t = variables.get(b"t")
+    return base_ms + _int(t, "t") if t is not None else 0
+
+
+def decode(record, base_ms=0) -> Envelope:
+    """The envelope of a journal record (a `Record` or raw bytes); `base_ms` is the
+    segment header's `created_ms`. Missing variables take their defaults; values that
+    do not decode raise TextQueueError."""
+    head, v = _parts(_raw(record))
+    status, body = _status(head)
+    origin, _, sender = v.get(b"f", b"").partition(b":")
+    created = _created_ms(v, base_ms)
+    ttl = v.get(b"ttl")
+    retry = v.get(b"r", b"").rstrip(b" ")
+    return Envelope(
+        _unpct(v.get(b"i", b"")), _unpct(v.get(b"s", b"")),
+        _frames(body, v.get(b"enc"), v.get(b"frames")), _headers(v.get(b"headers")),
+        _unpct(sender), _unpct(origin), _unpct(v.get(b"tracker", b"")),
+        v.get(b"priority") == b"1", created / 1000,
+        None if ttl is None else (created + _int(ttl, "ttl")) / 1000,
+        status, _int(retry, "r") if retry else 0, _settled(v.get(b"e"), created))
+
+
+def _variable(raw, name):
+    """The value of the first variable `name` in raw bytes, by search: no parsing."""
+    needle = b"\n\\" + name + b"="
+    start = raw.find(needle)
+    if start < 0:
+        return None
+    start += len(needle)
+    end = raw.find(b"\n", start)
+    return raw[start:] if end < 0 else raw[start:end]
+
+
+def _field_readers():
+    def origin_sender(raw, index):
+        value = _variable(raw, b"f")
+        return "" if value is None else _unpct(value.partition(b":")[index])
+
+    def text(name):
+        return lambda raw, base: _unpct(_variable(raw, name) or b"")
+
+    def created(raw, base):
+        t = _variable(raw, b"t")
+        return base + _int(t, "t") if t is not None else 0
+
+    def expires(raw, base):
+        ttl = _variable(raw, b"ttl")
+        return None if ttl is None else (created(raw, base) + _int(ttl, "ttl")) / 1000
+
+    def retry(raw, base):
+        value = (_variable(raw, b"r") or b"").rstrip(b" ")
+        return _int(value, "r") if value else 0
+
+    def body(raw, base):
+        end = raw.find(b"\n\\")
+        if end < 0:
+            return _status(raw)
+        return _status(_parts(raw)[0] if b"\n " in raw[end:] else raw[:end])
+
+    return {
+        "status": lambda raw, base: body(raw, base)[0],
+        "id": text(b"i"),
+        "subject": text(b"s"),
+        "frames": lambda raw, base: _frames(body(raw, base)[1], _variable(raw, b"enc"),
+                                            _variable(raw, b"frames")),
+        "headers": lambda raw, base: _headers(_variable(raw, b"headers")),
+        "sender": lambda raw, base: origin_sender(raw, 2),
+        "origin": lambda raw, base: origin_sender(raw, 0),
+        "tracker": text(b"tracker"),
+        "priority": lambda raw, base: _variable(raw, b"priority") == b"1",
+        "created_at": lambda raw, base: created(raw, base) / 1000,
+        "expires_at": expires,
+        "retry": retry,
+        "settled": lambda raw, base: _settled(_variable(raw, b"e"), created(raw, base)),
+        "body": lambda raw, base: body(raw, base)[1].replace(b"\n ", b"\n"),
+    }
+
+
+_READERS = _field_readers()
+
+
+def decode_fields(record, names, base_ms=0) -> tuple:
+    """Only the named envelope fields (see FIELDS; "body" is the body as stored: the
+    text, or the base64 of a binary body), each found by a search in the raw bytes."""
+    raw = _raw(record)
+    try:
+        return tuple([_READERS[name](raw, base_ms) for name in names])
+    except KeyError as e:
+        raise TextQueueError(f"no journal field {e.args[0]!r}; fields are {FIELDS}") from None
+
+
+def checksum_state(record) -> str:
+    """"ok" (the checksum matches), "edited" (`\\c=-`: an operator changed the record by
+    hand and vouches for it), "missing" (no `\\c` variable) or "mismatch"."""
+    raw = _raw(record)
+    value = _variable(raw, b"c")
+    if value is None:
+        return "missing"
+    value = value.rstrip(b" ")
+    if value == b"-":
+        return "edited"
+    mutable = raw.find(b"\n\\r=")
+    if mutable < 0 or not raw:
+        return "mismatch"
+    return "ok" if _checksum(raw[_control_size(raw):mutable + 1]) == value else "mismatch"
+
+
+def verify(record) -> bool:
+    """Whether a record is whole: its checksum matches, or it is marked as edited."""
+    return checksum_state(record) in ("ok", "edited")
+
+
+def decode_header(record) -> Optional[Header]:
+    """The segment header a `#` record holds, or None when it is not one."""
+    if not isinstance(record, Record):
+        record = Record(0, record)
+    if record.control != "#" or record.variable("queue") is None:
+        return None
+    values = {v.name: v.value for v in reversed(record.variables)}
+    return Header(_unpct(values["queue"].encode("utf-8", "surrogateescape")),
+                  _int(values.get("segment", "0"), "segment"),
+                  _int(values.get("created", "0"), "created"),
+                  _int(values.get("layout", "0"), "layout"))
+
+
+# -- in-place edits ------------------------------------------------------------------------
+
+def fresh_places(offset: int, size: int) -> Places:
+    """Places of a record `encode_message` wrote at `offset`, `size` bytes long."""
+    end = offset + size
+    return Places(offset, end - _TAIL + 3, RETRY_WIDTH, end - _TAIL + 10, SETTLE_WIDTH)
+
+
+def places_of(record: Record) -> Places:
+    """Places of a record read back from a file (hand edits and CRLF allowed)."""
+    retry = record.variable("r")
+    settle = record.variable("e")
+    if retry is None or settle is None:
+        raise TextQueueError(f"record at {record.offset} has no \\r or \\e variable")
+    return Places(record.offset, retry.value_offset, retry.width, settle.value_offset, settle.width)
+
+
+def _fit(offset, width, data):
+    if len(data) > width:
+        raise TextQueueError(f"{data!r} does not fit the {width} bytes reserved at {offset}")
+    return Edit(offset, data.ljust(width))
+
+
+def status_edit(places: Places, control: str) -> Edit:
+    """Flip the record's control character."""
+    if control not in STATUSES:
+        raise TextQueueError(f"not a journal status: {control!r}")
+    return Edit(places.status, control.encode())
+
+
+def ack_edit(places: Places) -> Edit:
+    """The acknowledgement: `-` becomes `=`."""
+    return Edit(places.status, b"=")
+
+
+def retry_edit(places: Places, retry: int) -> Edit:
+    """Rewrite the retry counter (it saturates at what its width holds)."""
+    limit = 10 ** places.retry_width - 1
+    return _fit(places.retry, places.retry_width, b"%d" % min(max(retry, 0), limit))
+
+
+def settle_edit(places: Places, reason: str, settled_at: float, created_at: float) -> Edit:
+    """Stamp the settle field: the reason's code and the time since `created_at`."""
+    return _fit(places.settle, places.settle_width,
+                _settle_value(reason, settled_at, _ms(created_at)))
+
+
+def settle_edits(places: Places, reason: str, settled_at: float, created_at: float) -> list:
+    """Settle a record: its reason's control character and the settle stamp (an ack
+    stamps "acked" and gets `=`, dead-lettering, expiry and removal get `!`)."""
+    code = _CODE_OF.get(reason)
+    if code is None:
+        raise TextQueueError(f"unknown settle reason {reason!r}")
+    return [Edit(places.status, code[1].encode()),
+            settle_edit(places, reason, settled_at, created_at)]

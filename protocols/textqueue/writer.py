@@ -1,0 +1,99 @@
+"""Writing TextQueue: whole records to append, and in-place edits that move no byte.
+
+A record is its control character and the body's first line, one continuation line
+(a leading space) per further body line, then one line per variable (a leading
+backslash). Nothing in a body needs escaping: every line of it starts with the space
+the writer adds, so a `-` or `\\` at the start of a body line is just text.
+
+The writer only produces what every reader agrees on: valid UTF-8 and no CR (a CR
+before a newline is part of the line end for us, and any CR is a line break for the
+reference reader), so it refuses CR, lone surrogates, and newlines in a variable.
+
+An edit is `Edit(offset, data)`: write `data` at `offset` (os.pwrite) and nothing else
+in the file moves. Flipping a control character and rewriting a variable within its
+reserved width are the two edits the format allows.
+"""
+from typing import NamedTuple
+
+from mqksbridge.protocols.textqueue.records import Record, TextQueueError, Variable
+
+_NOT_CONTROL = frozenset(" \\\n\r")
+
+
+class Edit(NamedTuple):
+    """Bytes to write over the file at `offset`."""
+    offset: int
+    data: bytes
+
+
+def _encode(text, what):
+    if "\r" in text:
+        raise TextQueueError(f"{what} contains a CR, which readers disagree on")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise TextQueueError(f"{what} is not valid Unicode (a lone surrogate)") from None
+
+
+def _control(control):
+    if len(control) != 1 or control in _NOT_CONTROL:
+        raise TextQueueError(f"not a control character: {control!r}")
+    return _encode(control, "control character")
+
+
+def variable(name: str, value: str = "", width: int = 0) -> str:
+    """The text of a `name=value` variable whose value has room for `width` bytes
+    (padded with spaces, which readers take as reserved room)."""
+    if not name or "=" in name or "\n" in name:
+        raise TextQueueError(f"not a variable name: {name!r}")
+    if "\n" in value or value.endswith(" "):
+        raise TextQueueError(f"a variable value cannot hold a newline or end with a space: {value!r}")
+    size = len(_encode(value, "variable value"))
+    return f"{name}={value}" + " " * (width - size)
+
+
+def encode_record(control: str, body, variables=()) -> bytes:
+    """One record: `control` ('-', '=', '!', '#' or another character), `body` (str,
+    or UTF-8 bytes) with its newlines as continuation lines, and `variables` (the
+    text of each `\\` line, e.g. from `variable()`)."""
+    if isinstance(body, str):
+        data = _encode(body, "body")
+    else:
+        data = bytes(body)
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise TextQueueError("body bytes are not UTF-8") from None
+        if b"\r" in data:
+            raise TextQueueError("body contains a CR, which readers disagree on")
+    out = [_control(control), data.replace(b"\n", b"\n "), b"\n"]
+    for text in variables:
+        if "\n" in text:
+            raise TextQueueError(f"a variable cannot span lines: {text!r}")
+        out += (b"\\", _encode(text, "variable"), b"\n")
+    return b"".join(out)
+
+
+def flip(target, control: str) -> Edit:
+    """Set the control character of a record (a `Record`, or the offset of a record
+    whose control character is one byte) to `control`, itself one byte."""
+    data = _control(control)
+    if len(data) != 1:
+        raise TextQueueError(f"an in-place control character must be one byte: {control!r}")
+    if isinstance(target, Record):
+        if len(target.control.encode("utf-8", "surrogateescape")) != 1:
+            raise TextQueueError(f"cannot flip the multi-byte control character {target.control!r}")
+        target = target.offset
+    return Edit(target, data)
+
+
+def rewrite(var: Variable, value: str) -> Edit:
+    """Replace a variable's value in place, padded with spaces to the room it has
+    (`var.width` bytes); the whole text for a variable without `=`."""
+    if "\n" in value or value.endswith(" "):
+        raise TextQueueError(f"a variable value cannot hold a newline or end with a space: {value!r}")
+    data = _encode(value, "variable value")
+    room = var.width
+    if len(data) > room:
+        raise TextQueueError(f"{len(data)} bytes do not fit the {room} reserved for {var.text!r}")
+    return Edit(var.value_offset, data + b" " * (room - len(data)))
