@@ -61,6 +61,7 @@ _ESCAPE_SETS = {extra: (_ESCAPED + extra, re.compile(b"[%s]" % re.escape(_ESCAPE
                 for extra in (b"", b":", b"&=")}
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
 _EQ_SPLIT = methodcaller("split", b"=", 1)
+_lines = {}             # (subject, origin, sender) -> their variable lines
 
 
 class Settle(NamedTuple):
@@ -163,6 +164,21 @@ def _settle_value(reason, settled_at, created_ms):
     return code[0].encode() + _after(_ms(settled_at) - created_ms)
 
 
+def _subject_from(key):
+    """The `s` and `f` lines of (subject, origin, sender), kept for the next message
+    with the same ones (they repeat: a queue sees few subjects and senders)."""
+    if len(_lines) >= 4096:
+        _lines.clear()
+    subject, origin, sender = key
+    lines = b""
+    if subject:
+        lines += b"\\s=" + _pct(subject) + b"\n"
+    if origin or sender:
+        lines += b"\\f=" + _pct(origin, b":") + b":" + _pct(sender) + b"\n"
+    _lines[key] = lines
+    return lines
+
+
 def encode_message(message, *, base_ms=0, status="-", retry=0, settled=None) -> bytes:
     """One journal record for `message` (a core Message, an Envelope, or anything with
     their attributes). `base_ms` is the segment's `created` (0: absolute times);
@@ -182,10 +198,11 @@ def encode_message(message, *, base_ms=0, status="-", retry=0, settled=None) -> 
     out = [body, b"\n"]
     if message.id:
         out += (b"\\i=", _pct(message.id), b"\n")
-    if message.subject:
-        out += (b"\\s=", _pct(message.subject), b"\n")
-    if message.origin or message.sender:
-        out += (b"\\f=", _pct(message.origin, b":"), b":", _pct(message.sender), b"\n")
+    key = (message.subject, message.origin, message.sender)
+    lines = _lines.get(key)
+    if lines is None:
+        lines = _subject_from(key)
+    out.append(lines)
     created = _ms(message.created_at)
     out.append(b"\\t=%d\n" % (created - base_ms))
     if message.expires_at is not None:
@@ -209,7 +226,8 @@ def encode_header(queue: str, segment: int, created_ms: int) -> bytes:
     of the segment's `t` variables."""
     return (b"#mqksbridge journal segment: one record per message, - queued, = acked,"
             b" ! dead-lettered, expired or removed.\n"
-            b" Times in ms: \\t= after \\created= below, \\e= after \\t=. See specs/textqueue.md.\n"
+            b" Times in ms: \\t= after \\created= below; \\e= is a settle code and ms after \\t=."
+            b" See specs/textqueue.md.\n"
             b"\\queue=%s\n\\segment=%d\n\\created=%d\n\\layout=%d\n"
             % (_pct(queue), segment, created_ms, LAYOUT))
 
@@ -218,12 +236,15 @@ def encode_header(queue: str, segment: int, created_ms: int) -> bytes:
 
 def _raw(record):
     """A record's raw bytes with CRLF line ends made LF (an editor may have changed them)."""
-    raw = record.raw if isinstance(record, Record) else record
+    raw = record if type(record) is bytes else record.raw
     if b"\r" in raw:
         raw = raw.replace(b"\r\n", b"\n")
         if raw.endswith(b"\r"):
             raw = raw[:-1]
     return raw
+
+
+_ascii = methodcaller("decode", "utf-8", "surrogateescape")    # values with no '%' in them
 
 
 def _unpct(value):
@@ -276,9 +297,8 @@ def _status(head):
 
 
 def _frames(body, enc, count):
-    body = body.replace(b"\n ", b"\n")
     if enc is None:
-        return (body,)
+        return (body.replace(b"\n ", b"\n") if b"\n" in body else body,)
     if enc != b"base64":
         raise TextQueueError(f"unknown body encoding {enc!r}")
     try:
@@ -331,19 +351,31 @@ def decode(record, base_ms=0) -> Envelope:
     """The envelope of a journal record (a `Record` or raw bytes); `base_ms` is the
     segment header's `created_ms`. Missing variables take their defaults; values that
     do not decode raise TextQueueError."""
-    head, v = _parts(_raw(record))
-    status, body = _status(head)
-    origin, _, sender = v.get(b"f", b"").partition(b":")
-    created = _created_ms(v, base_ms)
-    ttl = v.get(b"ttl")
-    retry = v.get(b"r", b"").rstrip(b" ")
+    raw = _raw(record)
+    head, v = _parts(raw)
+    get = v.get
+    text = _unpct if raw.find(b"%", len(head)) >= 0 else _ascii
+    if head[:1].isascii():
+        status, body = head[:1].decode(), head[1:]
+    else:
+        status, body = _status(head)
+    origin, _, sender = get(b"f", b"").partition(b":")
+    t = get(b"t")
+    created = base_ms + _int(t, "t") if t is not None else 0
+    ttl = get(b"ttl")
+    retry = get(b"r", b"").rstrip(b" ")
+    tracker = get(b"tracker")
+    headers = get(b"headers")
+    settle = get(b"e")
     return Envelope(
-        _unpct(v.get(b"i", b"")), _unpct(v.get(b"s", b"")),
-        _frames(body, v.get(b"enc"), v.get(b"frames")), _headers(v.get(b"headers")),
-        _unpct(sender), _unpct(origin), _unpct(v.get(b"tracker", b"")),
-        v.get(b"priority") == b"1", created / 1000,
+        text(get(b"i", b"")), text(get(b"s", b"")),
+        _frames(body, get(b"enc"), get(b"frames")),
+        None if headers is None else _headers(headers),
+        text(sender), text(origin), "" if tracker is None else text(tracker),
+        get(b"priority") == b"1", created / 1000,
         None if ttl is None else (created + _int(ttl, "ttl")) / 1000,
-        status, _int(retry, "r") if retry else 0, _settled(v.get(b"e"), created))
+        status, _int(retry, "r") if retry else 0,
+        None if settle is None else _settled(settle, created))
 
 
 def _variable(raw, name):

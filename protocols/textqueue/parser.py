@@ -38,46 +38,49 @@ class Parser:
 
     def feed(self, data) -> list:
         out = []
-        size = len(data)
-        pos = 0
-        while pos < size:
+        pieces = data.split(b"\n")             # one split per chunk
+        last = len(pieces) - 1
+        offset = self.offset
+        for index, piece in enumerate(pieces):
+            ended = index < last                # a LF follows the piece
+            if not ended and not piece:
+                break
             if self._line_begins:
+                if not piece:                   # a blank line
+                    self._finish(out)
+                    self._skipping = False
+                    offset += 1
+                    continue
                 self._line_begins = False
-                first = data[pos]
+                first = piece[0]
                 if first == _SPACE or first == _BACKSLASH:
                     if self._start is None and not self._skipping:
-                        out.append(Damage(self.offset, ORPHAN))
+                        out.append(Damage(offset, ORPHAN))
                         self._skipping = True
                 else:
                     self._finish(out)
                     self._skipping = False
-                    if first == _LF:                  # a blank line
-                        pos += 1
-                        self.offset += 1
-                        self._line_begins = True
-                        continue
-                    self._start = self.offset
-            newline = data.find(b"\n", pos)
-            stop = size if newline < 0 else newline + 1
+                    self._start = offset
+            size = len(piece) + ended
             if self._start is not None:
-                if stop - pos + self.offset - self._start > self.max_record:
+                if offset + size - self._start > self.max_record:
                     out.append(Damage(self._start, TOO_LONG))
                     self._drop()
                     self._skipping = True
-                elif newline < 0:
-                    self._line += data[pos:]
+                elif not ended:
+                    self._line += piece
                 else:
-                    self._line += data[pos:newline]
-                    line = bytes(self._line)
-                    self._line.clear()
-                    if line == b"\r" and not self._lines:
-                        self._start = None            # a blank line ending in CRLF
+                    if self._line:
+                        piece = bytes(self._line) + piece
+                        self._line.clear()
+                    if piece == b"\r" and not self._lines:
+                        self._start = None      # a blank line ending in CRLF
                     else:
-                        self._lines.append(line)
-            self.offset += stop - pos
-            pos = stop
-            if newline >= 0:
+                        self._lines.append(piece)
+            offset += size
+            if ended:
                 self._line_begins = True
+        self.offset = offset
         return out
 
     def incomplete(self):

@@ -1,4 +1,6 @@
-"""Our journal record layout (specs/textqueue.md, "The journal record"), on real files."""
+"""Our journal record layout (specs/textqueue.md, "Our journal record"), on real files."""
+import pathlib
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -8,6 +10,7 @@ from mqksbridge.protocols.textqueue import Parser, Record, TextQueueError, journ
 from mqksbridge.protocols.textqueue.journal import Envelope, Settle
 from tests.textqueue.strategies import apply_edits, soup, write_file
 
+DATA = pathlib.Path(__file__).resolve().parent.parent / "data"
 BASE = 1_718_306_771_923
 TYPICAL = Envelope("6f1c2a9be03d4471", "order.new1", (b"hello world, twenty!",), None,
                    "127.0.0.1:51012.7-abcdefg", "mqks", created_at=(BASE + 3200) / 1000)
@@ -265,3 +268,32 @@ def test_garbage_raises_only_the_codec_error(data):
                 call()
             except TextQueueError:
                 pass
+
+
+def test_the_worked_example_of_the_spec():
+    """specs/textqueue.md quotes tests/data/textqueue_journal_example.tq and its edits."""
+    with open(DATA / "textqueue_journal_example.tq", "rb") as f:
+        data = f.read()
+    base = 1718306771923
+    envs = [
+        Envelope("6f1c2a9be03d4471", "order.new", (b"hello world, twenty!",), None,
+                 "127.0.0.1:51012.7", "mqks", created_at=(base + 3200) / 1000),
+        Envelope("b7", "img.png", (b"\x89PNG\r\n",), {"content-type": "image/png", "x y": "a&b"},
+                 "w-1", "twino", created_at=(base + 4100) / 1000,
+                 expires_at=(base + 4100 + 60000) / 1000),
+        Envelope("m3", "multi", (b"first", b"second"), None, "svc", "malamute", "t-9", True,
+                 created_at=(base + 5000) / 1000),
+        Envelope("n4", "notes", (b"two\nlines\n-dash",), None, "c2", "textqueue",
+                 created_at=(base + 6000) / 1000),
+    ]
+    assert data == journal.encode_header("orders", 1, base) + b"".join(
+        journal.encode_message(e, base_ms=base) for e in envs)
+    header, records = read_segment(data)
+    assert [r.offset for r in records] == [271, 389, 533, 667]
+    places = [journal.places_of(r) for r in records]
+    created = [e.created_at for e in envs]
+    assert [journal.ack_edit(places[0]),
+            journal.settle_edit(places[0], "acked", created[0] + 0.35, created[0]),
+            journal.retry_edit(places[1], 1),
+            *journal.settle_edits(places[2], "dead-lettered", created[2] + 86_400, created[2])] == [
+        (271, b"="), (370, b"a350    "), (507, b"1  "), (533, b"!"), (648, b"d86400s ")]

@@ -5,6 +5,7 @@ import io
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mqksbridge.protocols.textqueue import records as records_module
 from mqksbridge.protocols.textqueue import (
     Damage, Parser, Record, record_start, record_start_in, scan)
 from tests.textqueue.strategies import (
@@ -142,3 +143,18 @@ def test_record_start_in_a_file_matches_the_buffer(data, offset, chunk):
         assert in_file == len(data)
     if in_file < len(data):
         assert in_file >= offset and (in_file == 0 or data[in_file - 1] == 0x0A)
+
+
+@settings(max_examples=300, deadline=None)
+@given(records, st.integers(0, 10**6), st.booleans())
+def test_the_fast_record_parse_equals_the_line_by_line_one(record, offset, late):
+    def ascii(text):
+        return text.encode("ascii", "replace").decode().replace("\x00", "0")
+    control, body, variables = record
+    raw = write([(ascii(control), ascii(body), [ascii(v) for v in variables])])[:-1]
+    raw += b"\n late" if late else b""
+    clean = records_module._parse_clean(offset, raw)
+    if clean is None:
+        assert late and variables
+    else:
+        assert clean == records_module._parse_lines(offset, raw, True)
