@@ -347,35 +347,62 @@ def _created_ms(variables, base_ms):
     return base_ms + _int(t, "t") if t is not None else 0
 
 
+# The layout encode_message writes, matched whole: a journal record decodes from one
+# C-level match instead of a split and a dict. Anything else (hand edits, other variables,
+# another order) takes the general path; tests hold the two equal.
+_LAYOUT = re.compile(
+    rb"([-=!#])([^\n]*(?:\n [^\n]*)*)"
+    rb"(?:\n\\i=([^\n]*))?(?:\n\\s=([^\n]*))?(?:\n\\f=([^\n]*))?\n\\t=([^\n]*)"
+    rb"((?:\n\\(?:ttl|priority|tracker|headers|enc|frames)=[^\n]*)*)"
+    rb"\n\\r=([^\n]*)\n\\e=([^\n]*)\n\\c=[^\n]*")
+_NO_VARIABLES = {}.get
+
+
 def decode(record, base_ms=0) -> Envelope:
     """The envelope of a journal record (a `Record` or raw bytes); `base_ms` is the
     segment header's `created_ms`. Missing variables take their defaults; values that
     do not decode raise TextQueueError."""
     raw = _raw(record)
+    match = _LAYOUT.fullmatch(raw)
+    if match is None:
+        return _decode_any(raw, base_ms)
+    status, body, i, s, f, t, optional, r, e = match.groups()
+    get = _NO_VARIABLES
+    if optional:
+        names = optional.split(b"\n\\")[1:]
+        names.reverse()
+        get = dict(map(_EQ_SPLIT, names)).get
+    return _envelope(raw.find(b"%", 1 + len(body)) >= 0, status.decode(), body,
+                     i, s, f, t, get, r, e, base_ms)
+
+
+def _decode_any(raw, base_ms):
+    """decode for any record: variables in any order, unknown ones, hand edits."""
     head, v = _parts(raw)
+    status, body = _status(head)
     get = v.get
-    text = _unpct if raw.find(b"%", len(head)) >= 0 else _ascii
-    if head[:1].isascii():
-        status, body = head[:1].decode(), head[1:]
-    else:
-        status, body = _status(head)
-    origin, _, sender = get(b"f", b"").partition(b":")
-    t = get(b"t")
+    return _envelope(raw.find(b"%", len(head)) >= 0, status, body,
+                     get(b"i"), get(b"s"), get(b"f"), get(b"t"), get, get(b"r"), get(b"e"), base_ms)
+
+
+def _envelope(pct, status, body, i, s, f, t, get, r, e, base_ms):
+    """The Envelope of located values (None: absent); `get` finds the optional ones."""
+    text = _unpct if pct else _ascii
     created = base_ms + _int(t, "t") if t is not None else 0
+    origin, _, sender = f.partition(b":") if f is not None else (b"", b"", b"")
     ttl = get(b"ttl")
-    retry = get(b"r", b"").rstrip(b" ")
     tracker = get(b"tracker")
     headers = get(b"headers")
-    settle = get(b"e")
+    retry = r.rstrip(b" ") if r is not None else b""
     return Envelope(
-        text(get(b"i", b"")), text(get(b"s", b"")),
+        "" if i is None else text(i), "" if s is None else text(s),
         _frames(body, get(b"enc"), get(b"frames")),
         None if headers is None else _headers(headers),
         text(sender), text(origin), "" if tracker is None else text(tracker),
         get(b"priority") == b"1", created / 1000,
         None if ttl is None else (created + _int(ttl, "ttl")) / 1000,
         status, _int(retry, "r") if retry else 0,
-        None if settle is None else _settled(settle, created))
+        None if e is None else _settled(e, created))
 
 
 def _variable(raw, name):

@@ -44,9 +44,9 @@ class Scan(NamedTuple):
     damages: list
     incomplete: Optional[Incomplete]
 
-    def records(self) -> list:
-        """The records as `Record` objects."""
-        return list(map(Record, self.offsets, self.raws))
+    def records(self):
+        """The records as `Record` objects (an iterator: a buffer may hold millions)."""
+        return map(Record, self.offsets, self.raws)
 
     def items(self) -> list:
         """Records and damages in file order, as `Parser.feed` returns them."""

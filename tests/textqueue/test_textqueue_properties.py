@@ -39,7 +39,7 @@ def test_parse_of_write_is_identity_in_any_chunking(items, points):
 def test_scan_reads_what_the_writer_wrote(items):
     data = write(items)
     result = scan(data, 1000)
-    whole = result.records() + ([result.incomplete.record()] if result.incomplete else [])
+    whole = list(result.records()) + ([result.incomplete.record()] if result.incomplete else [])
     assert as_tuples(whole) == [(c, body, list(variables)) for c, body, variables in items]
     assert result.controls == bytes(data[o - 1000] for o in result.offsets)
     assert not result.damages
