@@ -495,6 +495,16 @@ def verify(record) -> bool:
     return checksum_state(record) in ("ok", "edited")
 
 
+def whole_tail(incomplete) -> Optional[Record]:
+    """The record in progress at the end of a journal (an `Incomplete`) when it is whole:
+    its last line ended and its checksum verifies. None when it is torn (recovery then
+    truncates the file at `incomplete.offset`)."""
+    if incomplete is None or not incomplete.terminated:
+        return None
+    record = incomplete.record()
+    return record if verify(record) else None
+
+
 def decode_header(record) -> Optional[Header]:
     """The segment header a `#` record holds, or None when it is not one."""
     if not isinstance(record, Record):

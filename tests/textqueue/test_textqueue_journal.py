@@ -68,7 +68,7 @@ def read_segment(data):
     return header, records[1:]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(envelopes(), min_size=1, max_size=4), st.integers(0, BASE * 2))
 def test_every_envelope_survives_a_file(tmp_path_factory, envs, base):
     path = write_file(tmp_path_factory.mktemp("j") / "jobs.000007.tq", segment(envs, base))
@@ -157,8 +157,9 @@ def test_a_torn_tail_is_never_taken_as_whole():
         tail = result.incomplete
         if tail is None or tail.offset == 0:
             continue
-        whole = tail.terminated and journal.verify(tail.record())
-        assert whole == (cut in ends), cut
+        whole = journal.whole_tail(tail)
+        assert (whole is not None) == (cut in ends), cut
+        assert whole is None or whole.end == cut
 
 
 def test_edits_in_place_ack_retry_dead_letter_settle(tmp_path):
@@ -254,7 +255,7 @@ def test_what_encode_refuses():
         journal.decode_fields(b"-x", ["colour"])
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(soup | st.builds(lambda e, cut, junk: journal.encode_message(e)[:cut] + junk,
                         envelopes(), st.integers(0, 200), st.binary(max_size=8)))
 def test_garbage_raises_only_the_codec_error(data):
@@ -306,7 +307,7 @@ def _outcome(fn):
         return TextQueueError
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(envelopes(), st.integers(0, BASE), st.data())
 def test_the_layout_fast_path_equals_the_general_decode(env, base, data):
     raw = journal.encode_message(env, base_ms=base, status=env.status, retry=env.retry,

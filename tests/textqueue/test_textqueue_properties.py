@@ -14,7 +14,7 @@ from tests.textqueue.strategies import (
 cuts = st.lists(st.integers(min_value=0, max_value=400), max_size=12)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(records, max_size=6), cuts)
 def test_parse_of_write_is_identity_in_any_chunking(items, points):
     data = write(items)
@@ -34,7 +34,7 @@ def test_parse_of_write_is_identity_in_any_chunking(items, points):
         assert record.end == offset
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(records, max_size=6))
 def test_scan_reads_what_the_writer_wrote(items):
     data = write(items)
@@ -45,7 +45,7 @@ def test_scan_reads_what_the_writer_wrote(items):
     assert not result.damages
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(soup, cuts, st.integers(min_value=2, max_value=40) | st.none(), st.integers(0, 10**9))
 def test_scan_equals_the_parser_on_any_bytes(data, points, max_record, base):
     kwargs = {} if max_record is None else {"max_record": max_record}

@@ -50,7 +50,7 @@ def our_read(data):
 reference_records = st.tuples(st.sampled_from("-=!#"), body_text, st.lists(variable_text, max_size=3))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(reference_records, min_size=1, max_size=6))
 def test_the_reference_reads_what_we_write(tmp_path_factory, items):
     data = write(items)

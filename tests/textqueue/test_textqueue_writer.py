@@ -71,7 +71,7 @@ def test_rewrite_counts_bytes_and_refuses_what_does_not_fit():
         flip(multibyte, "=")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(variable_text.filter(lambda t: "=" not in t and t),
                           variable_text.map(lambda t: t.rstrip(" ")),
                           st.integers(0, 40)), min_size=1, max_size=4),
