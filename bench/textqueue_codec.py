@@ -134,8 +134,9 @@ def main():
                 lambda: sum(1 for r in raws if journal.decode_fields(r, ("id", "subject", "created_at"), BASE_MS)), n)
         measure("journal verify (checksum)", lambda: sum(map(journal.verify, raws)), n)
 
-    sizes = [len(encode(e, base_ms=BASE_MS)) for e in envs[:10_000]]
-    per_message = sum(sizes) / len(sizes)
+    # Messages arrive 1 ms apart, so `t` grows from 1 to 7 digits along the file.
+    per_message = (len(data) - len(header)) / n
+    first_10s = sum(len(encode(e, base_ms=BASE_MS)) for e in envs[:10_000]) / min(n, 10_000)
     ref = reference_rate(header + b"".join(encode(e, base_ms=BASE_MS) for e in envs[:n // 10]), n // 10)
     report = {
         "records": n,
@@ -144,6 +145,7 @@ def main():
         "rates_per_s": {k: round(v) for k, v in best.items()},
         "ns_per_record": {k: round(1e9 / v) for k, v in best.items()},
         "journal_bytes_per_message": per_message,
+        "journal_bytes_per_message_first_10s_of_a_segment": first_10s,
         "budget_bytes_per_message": BUDGET,
         "reference_textqueue_1_1_records_per_s": None if ref is None else round(ref),
     }
@@ -152,7 +154,8 @@ def main():
     if ref is not None:
         print(f"{'reference textqueue 1.1 (get_next_in_file)':50s} {ref / 1e6:7.3f} M records/s  "
               f"{1e9 / ref:7.0f} ns/record")
-    print(f"journal bytes per typical message: {per_message:.1f} (budget {BUDGET:.0f})")
+    print(f"journal bytes per typical message: {per_message:.1f} over the file, {first_10s:.1f} in a"
+          f" segment's first 10 s (budget {BUDGET:.0f})")
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "textqueue-codec-latest.json"), "w") as f:
         json.dump(report, f, indent=2)

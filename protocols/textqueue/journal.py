@@ -4,14 +4,14 @@ The broker's durable queues append these records, the TextQueue door can write t
 and the data pipeline reads them back. A segment file starts with a header comment
 record (queue, segment number, creation time: the time base of its records), then:
 
-    -hello world, twenty         body: UTF-8 text, or base64 with \\enc=base64
+    -hello world, twenty!         body: UTF-8 text, or base64 with \\enc=base64
     \\i=6f1c2a9be03d4471           id
     \\s=order.new                  subject
     \\f=mqks:127.0.0.1:51012.7     origin door ':' sender
     \\t=3200                       created, ms after the segment's \\created
     \\r=0                          retry counter, 3 bytes reserved   } mutable, rewritten
     \\e=                           settle code + ms after created    } in place
-    \\c=Q2h0Zq                     checksum of everything between the control
+    \\c=eWR2mg                     checksum of everything between the control
                                    character and \\r= (CRC-32, base64url)
 
 Optional variables sit between \\t and \\r: ttl, priority, tracker, headers, enc,
@@ -164,7 +164,7 @@ def _settle_value(reason, settled_at, created_ms):
     return code[0].encode() + _after(_ms(settled_at) - created_ms)
 
 
-def _subject_from(key):
+def _sender_lines(key):
     """The `s` and `f` lines of (subject, origin, sender), kept for the next message
     with the same ones (they repeat: a queue sees few subjects and senders)."""
     if len(_lines) >= 4096:
@@ -201,7 +201,7 @@ def encode_message(message, *, base_ms=0, status="-", retry=0, settled=None) -> 
     key = (message.subject, message.origin, message.sender)
     lines = _lines.get(key)
     if lines is None:
-        lines = _subject_from(key)
+        lines = _sender_lines(key)
     out.append(lines)
     created = _ms(message.created_at)
     out.append(b"\\t=%d\n" % (created - base_ms))
