@@ -7,10 +7,16 @@ text, a search never starts at the end of the subject (so an empty subject
 matches nothing unless the pattern starts with ``^``), and both strings stop
 at their first NUL.  Python ``re`` cannot express that in general, so this
 module parses a pattern into the same structure SLRE compiles (including its
-odd cases, e.g. ``ab$*`` repeats the ``b`` after the ``$``) and runs it with a
-small memoised matcher that follows SLRE's matching rules.  Patterns made only
-of single-character steps (the usual ``temp.``, ``^a\\.b*$``) are translated to
-an equivalent Python ``re`` for speed; the tests hold the two paths equal.
+odd cases, e.g. ``ab$*`` repeats the ``b`` after the ``$``) and matches with
+SLRE's rules in time linear in the subject, whatever the pattern: a subscriber
+picks the pattern, every published subject is searched with it on the reactor
+thread, and a backtracking search (SLRE's, or Python ``re``'s on a translated
+pattern) takes exponential time on ``a*a*a*a*b``. Most patterns need no more
+than a text test or a lazy DFA (``Pattern`` says which engine gets which).
+
+google-re2 was measured as the alternative and not taken: it cannot express
+``?`` and ``|`` that never give back, and its Python binding costs 3-12 us per
+call on a 22-byte subject where Python ``re`` takes 0.3 us and a text test less.
 
 Where SLRE itself has no defined result we choose one:
 - a repeated part that matches without consuming ends its loop (SLRE spins
@@ -228,8 +234,79 @@ def _parse(pattern):
     return program, pattern[:1] == b"^", not parser.unclosed_set
 
 
+# -- matching ----------------------------------------------------------------------------
+# A search must cost time linear in the subject whatever the pattern: a subscriber chooses
+# the pattern and every published subject is searched with it on the reactor thread.
+
+# Patterns made only of single-character steps become these steps:
+CHAR, REPEAT, OPTION, START, END = range(5)   # x, x* (greedy), x? (keeps what it took), ^, $
+
+
 def _single(item):
     return item.kind == SET or (item.kind == LIT and len(item.value) == 1)
+
+
+def _steps(program):
+    """The program as single-character steps, or None when it has groups, alternatives,
+    lazy loops or loops over more than one character."""
+    steps = []
+    for item in program.items:
+        kind = item.kind
+        if kind == LIT:
+            steps.extend((CHAR, frozenset((byte,))) for byte in item.value)
+        elif kind == SET:
+            steps.append((CHAR, item.value))
+        elif kind == BOL:
+            steps.append((START, None))
+        elif kind == EOL:
+            steps.append((END, None))
+        elif (kind == LOOP and item.loop in (STAR, PLUS, QUEST)
+              and len(item.value.items) == 1 and _single(item.value.items[0])):
+            piece = item.value.items[0]
+            members = piece.value if piece.kind == SET else frozenset(piece.value)
+            if item.loop == PLUS:
+                steps.append((CHAR, members))
+            steps.append((OPTION if item.loop == QUEST else REPEAT, members))
+        else:
+            return None
+    return steps
+
+
+def _simplify(steps, anchored):
+    """Steps that match the same subjects with the loops a search never needs removed.
+
+    A trailing ``x*`` or ``x?`` always succeeds. In an unanchored search, leading ``x*``
+    loops in front of a step that consumes a byte may as well start later, and ``xx*``
+    at the start matches where its last ``x`` does: so ``.*x`` is the text ``x``.
+    """
+    steps = list(steps)
+    while steps and steps[-1][0] in (REPEAT, OPTION):
+        steps.pop()
+    if not anchored:
+        first = 0
+        while first < len(steps) and steps[first][0] == REPEAT:
+            first += 1
+        if first < len(steps) and steps[first][0] == CHAR:
+            del steps[:first]
+            while len(steps) > 1 and steps[1][0] == REPEAT and steps[1][1] <= steps[0][1]:
+                del steps[1]
+    return steps
+
+
+def _literal(steps, anchored):
+    """(kind, text) when the steps only test for a text: "exact" (``^text$``), "prefix"
+    (``^text``), "suffix" (``text$``) or "contains" (``text``; "" = any non-empty subject)."""
+    start = bool(steps) and steps[0][0] == START
+    body = steps[start:]
+    end = bool(body) and body[-1][0] == END
+    if end:
+        body = body[:-1]
+    if any(op != CHAR or len(members) != 1 for op, members in body):
+        return None
+    text = bytes(next(iter(members)) for _, members in body)
+    if not text and (start and not anchored or end and not start):
+        return None        # "(^)", "$": they differ on "", where an unanchored search never starts
+    return ("exact" if end else "prefix") if start else ("suffix" if end else "contains"), text
 
 
 def _set_regex(members):
@@ -239,43 +316,159 @@ def _set_regex(members):
     return b"[" + b"".join(re.escape(bytes((m,))) for m in members) + b"]"
 
 
-_SUFFIX = {STAR: b"*", PLUS: b"+", QUEST: b"?+"}
+_REGEX_STEP = {CHAR: b"", REPEAT: b"*", OPTION: b"?+"}
 
 
-def _translate(program, anchored):
-    """An equivalent Python regex, or None when SLRE's rules could differ."""
-    out = [] if anchored else [b"(?=.)"]   # SLRE never starts a search at the end
-    for item in program.items:
-        if item.kind == LIT:
-            out.append(re.escape(item.value))
-        elif item.kind == SET:
-            out.append(_set_regex(item.value))
-        elif item.kind == BOL:
+def _regex(steps, anchored):
+    """A Python regex for the steps when its backtracking search is linear in the subject:
+    no ``x*`` at all (every try costs at most one pass over the steps, ``?+`` never gives
+    back), or one ``x*`` in a pattern tried at offset 0 only. Else None."""
+    loops = sum(op == REPEAT for op, _ in steps)
+    if loops > (1 if anchored else 0):
+        return None
+    out = [] if anchored else [b"(?=.)"]       # SLRE never starts a search at the end
+    for op, members in steps:
+        if op == START:
             out.append(b"\\A")
-        elif item.kind == EOL:
+        elif op == END:
             out.append(b"\\Z")
-        elif item.kind == LOOP and item.loop in _SUFFIX and len(item.value.items) == 1 \
-                and _single(item.value.items[0]):
-            piece = item.value.items[0]
-            atom = re.escape(piece.value) if piece.kind == LIT else _set_regex(piece.value)
-            out.append(atom + _SUFFIX[item.loop])
         else:
-            return None
+            out.append(_set_regex(members) + _REGEX_STEP[op])
     return re.compile(b"".join(out), re.DOTALL)
 
 
+MAX_DFA_STATES = 200        # cached states per pattern (each a 256-entry row); then start over
+_MATCH = 0                  # the DFA state "matched already": absorbing
+
+
+class _Dfa:
+    """A lazily built DFA over single-character steps: one table lookup per subject byte.
+
+    A state is the set of steps the pattern may stand before at the current offset (plus
+    the first step at every offset of an unanchored search). SLRE's ``x?`` takes its byte
+    whenever it can and never gives it back, so what a state does depends only on the next
+    byte: exactly what a DFA transition knows. Rows are built on first use and at most
+    MAX_DFA_STATES are kept (a pattern like ``.*a.....`` has exponentially many), so memory
+    is bounded and each byte costs at most one pass over the steps.
+    """
+
+    __slots__ = ("steps", "anchored", "ids", "sets", "rows", "ends", "first")
+
+    def __init__(self, steps, anchored):
+        self.steps = steps
+        self.anchored = anchored
+        self._reset()
+
+    def _reset(self):
+        self.ids, self.sets, self.rows, self.ends = {}, [], [], []
+        self.first = [-1] * 256               # transitions from offset 0
+        self._intern(None)                    # _MATCH
+        self.rows[_MATCH] = [_MATCH] * 256
+        self.ends[_MATCH] = True
+
+    def _intern(self, states):
+        number = self.ids.get(states)
+        if number is None:
+            number = self.ids[states] = len(self.sets)
+            self.sets.append(states)
+            self.rows.append([-1] * 256)
+            self.ends.append(None)
+        return number
+
+    def _close(self, states, byte, at_start):
+        """Follow every step that consumes nothing, knowing the next byte (None: the end):
+        None when the pattern has matched, else the steps standing after `byte`."""
+        steps, last = self.steps, len(self.steps)
+        after, seen, todo = set(), set(), list(states)
+        while todo:
+            i = todo.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            if i == last:
+                return None
+            op, members = steps[i]
+            if op == CHAR:
+                if byte is not None and byte in members:
+                    after.add(i + 1)
+            elif op == REPEAT:
+                todo.append(i + 1)
+                if byte is not None and byte in members:
+                    after.add(i)
+            elif op == OPTION:
+                if byte is not None and byte in members:
+                    after.add(i + 1)
+                else:
+                    todo.append(i + 1)
+            elif op == START:
+                if at_start:
+                    todo.append(i + 1)
+            elif byte is None:                # END
+                todo.append(i + 1)
+        return frozenset(after)
+
+    def _target(self, closed):
+        """The number of the state `closed` (None: matched); False as the second value
+        when the cache had to start over, which renumbers every state."""
+        if closed is None:
+            return _MATCH, True
+        number = self.ids.get(closed)
+        if number is not None:
+            return number, True
+        if len(self.sets) >= MAX_DFA_STATES:
+            self._reset()
+            return self._intern(closed), False
+        return self._intern(closed), True
+
+    def _fill(self, state, byte):
+        """Build (and keep) the transition from `state` on `byte` at an offset > 0."""
+        states = self.sets[state]
+        if not self.anchored:
+            states = states | {0}              # an unanchored search starts at every offset
+        target, kept = self._target(self._close(states, byte, False))
+        if kept:
+            self.rows[state][byte] = target
+        return target
+
+    def _start(self, byte):
+        target, _ = self._target(self._close((0,), byte, True))
+        self.first[byte] = target
+        return target
+
+    def search(self, s):
+        if not s:
+            return self.anchored and self._close((0,), None, True) is None
+        state = self.first[s[0]]
+        if state < 0:
+            state = self._start(s[0])
+        rows = self.rows
+        for byte in s[1:]:
+            target = rows[state][byte]
+            if target < 0:
+                target = self._fill(state, byte)
+                rows = self.rows
+            state = target
+        end = self.ends[state]
+        if end is None:
+            end = self.ends[state] = self._close(self.sets[state], None, False) is None
+        return end
+
+
 class _Run:
-    """One search of one subject: SLRE's matcher, memoised per (block, item, offset).
+    """One search of one subject with SLRE's own rules (groups, ``|``, lazy loops):
+    memoised per (block, item, offset), and a loop's walk over its iterations memoised
+    per (loop, offset), so every offset is visited a bounded number of times per item.
 
     Results are offsets: ``n >= 0`` matched up to ``n``; ``~n`` failed with the
     offset left at ``n`` (SLRE's lazy loops resume from there).
     """
 
-    __slots__ = ("s", "memo")
+    __slots__ = ("s", "memo", "walks")
 
     def __init__(self, subject):
         self.s = subject
         self.memo = {}
+        self.walks = {}
 
     def run(self, block, i, ofs):
         key = (block.uid, i, ofs)
@@ -308,13 +501,16 @@ class _Run:
                     result = self.run(alternative, 0, ofs)
                     if result >= 0:
                         break
-                if result < 0:
+                if result < 0 or i + 1 == len(items):
                     return result
-                ofs = result
+                return self.run(block, i + 1, result)   # memoised: see below
             else:
                 ofs = self._loop(block, i, item, ofs)
-                if ofs < 0:
+                if ofs < 0 or i + 1 == len(items):
                     return ofs
+                # Go on through the memo, so that every (block, item, offset) steps
+                # through at most one alternation or loop: linear work in all.
+                return self.run(block, i + 1, ofs)
             i += 1
         return ofs
 
@@ -327,85 +523,166 @@ class _Run:
             ofs = self.run(piece, 0, ofs)
             if ofs < 0:
                 return ofs
-        if kind in (STAR, PLUS):
-            matched = ofs
-            while True:
-                end = self.run(piece, 0, ofs)
-                if end < 0:
-                    return matched
-                if self.run(block, i + 1, end) >= 0:
-                    matched = end
-                if end == ofs:
-                    return matched
-                ofs = end
-        saved = ofs
+        walk = self._greedy if kind in (STAR, PLUS) else self._lazy
+        found = walk(block, i, piece, ofs)
+        return ofs if found is None else found
+
+    def _greedy(self, block, i, piece, ofs):
+        """SLRE's greedy loop from `ofs`: the last offset its iterations reach after which
+        the rest of the block matches (None: none does). Iterations run until the piece
+        fails or stops consuming; the answer for an offset is the answer for the next one
+        if that has any, so it is memoised per offset and each offset is walked once."""
+        walks, uid, path = self.walks, block.uid, []
         while True:
+            key = (uid, i, ofs)
+            if key in walks:
+                found = walks[key]
+                break
+            end = self.run(piece, 0, ofs)
+            if end < 0 or end == ofs:
+                found = end if end >= 0 and self.run(block, i + 1, end) >= 0 else None
+                walks[key] = found
+                break
+            path.append((ofs, end))
+            ofs = end
+        for ofs, end in reversed(path):
+            if found is None and self.run(block, i + 1, end) >= 0:
+                found = end
+            walks[uid, i, ofs] = found
+        return found
+
+    def _lazy(self, block, i, piece, ofs):
+        """SLRE's lazy loop from `ofs`: one more iteration, then the rest of the block; on
+        failure it resumes where the rest failed. None: the piece failed at once."""
+        walks, uid, path = self.walks, block.uid, []
+        while True:
+            key = (uid, i, ofs)
+            if key in walks:
+                found = walks[key]
+                break
             end = self.run(piece, 0, ofs)
             if end < 0:
-                return saved
-            saved = end
+                found = walks[key] = None
+                break
             rest = self.run(block, i + 1, end)
-            if rest >= 0:
-                return saved
-            if ~rest == ofs:
-                return saved
+            if rest >= 0 or ~rest == ofs:
+                found = walks[key] = end
+                break
+            path.append((ofs, end))
             ofs = ~rest
+        for ofs, end in reversed(path):
+            if found is None:
+                found = end
+            walks[uid, i, ofs] = found
+        return found
+
+
+_TEXT_TESTS = {
+    "exact": lambda text: text.__eq__,
+    "prefix": lambda text: lambda s: s.startswith(text),
+    "suffix": lambda text: lambda s: s.endswith(text),
+    "contains": lambda text: (lambda s: text in s) if text else bool,
+}
+
+
+def _compile_steps(steps, anchored):
+    """(engine name, test of a NUL-free subject, (kind, text) or None) for the steps."""
+    if anchored and (not steps or steps[0][0] != START):
+        steps = [(START, None), *steps]     # "^a|b": b too is tried at offset 0 only
+    steps = _simplify(steps, anchored)
+    found = _literal(steps, anchored)
+    if found is not None:
+        return "literal", _TEXT_TESTS[found[0]](found[1]), found
+    regex = _regex(steps, anchored)
+    if regex is not None:
+        return "regex", regex.match if anchored else regex.search, None
+    return "dfa", _Dfa(steps, anchored).search, None
+
+
+def _alternatives(program):
+    """The steps of each alternative when the whole program is one ``a|b|c`` of
+    single-character alternatives: nothing follows it, so SLRE's "first alternative
+    wins" cannot change the answer and the search is any alternative's search."""
+    if len(program.items) != 1 or program.items[0].kind != ALT:
+        return None
+    alternatives = [_steps(block) for block in program.items[0].value]
+    return None if None in alternatives else alternatives
+
+
+MAX_SUBJECT = 1024          # bytes of subject a pattern that is not plain text looks at
 
 
 class Pattern:
-    """A compiled zrex pattern; ``search`` tells whether a subject matches."""
+    """A compiled zrex pattern; ``search(subject)`` tells whether a subject matches.
 
-    __slots__ = ("pattern", "valid", "_program", "_anchored", "_regex", "search")
+    Each pattern gets the cheapest engine that keeps SLRE's rules and is linear in the
+    subject: a plain text test ("literal"), a Python regex whose backtracking is provably
+    linear ("regex"), a lazy DFA for the other single-character patterns ("dfa"), the same
+    per alternative of a top-level ``a|b`` ("alternatives"), or the memoised SLRE matcher
+    for the rest: groups, nested ``|``, lazy loops ("slre").
 
-    def __init__(self, pattern):
+    Subjects longer than ``max_subject`` bytes match only plain-text patterns (those cost
+    one C-level scan); the others would cost up to tens of microseconds per byte. Malamute
+    subjects are at most 255 bytes: only other doors' subjects are ever that long.
+
+    ``key`` identifies what the pattern matches (equal keys, equal answers) and ``literal``
+    is ``(kind, text)`` when it is a plain text test of the subject cut at its first NUL
+    (kinds as in ``_literal``), else None: a stream groups and indexes readers by them.
+    """
+
+    __slots__ = ("pattern", "valid", "key", "literal", "engine", "max_subject", "_program",
+                 "_anchored", "_test")
+
+    def __init__(self, pattern, max_subject=MAX_SUBJECT):
         raw = pattern.encode("utf-8", "surrogateescape") if isinstance(pattern, str) else bytes(pattern)
         self.pattern = pattern
-        self._program, self._anchored, self.valid = _parse(raw)
-        self._regex = _translate(self._program, self._anchored)
-        if not self._program.items:
-            self.search = self._search_empty
-        elif self._regex is None:
-            self.search = self._search_slre
-        elif self._anchored:
-            self.search = self._search_anchored_regex
+        self.key = raw.split(b"\0", 1)[0]
+        program, anchored, self.valid = _parse(raw)
+        self._program, self._anchored = program, anchored
+        self.literal = None
+        self.max_subject = max_subject
+        steps, alternatives = _steps(program), None
+        if steps is None:
+            alternatives = _alternatives(program)
+        if steps is not None:
+            self.engine, self._test, found = _compile_steps(steps, anchored)
+            if found is not None:
+                self.max_subject = None
+                try:
+                    self.literal = (found[0], found[1].decode("utf-8"))
+                except UnicodeDecodeError:
+                    pass
+        elif alternatives is not None:
+            tests = [_compile_steps(a, anchored)[1] for a in alternatives]
+            self.engine, self._test = "alternatives", lambda s: any(test(s) for test in tests)
         else:
-            self.search = self._search_regex
+            self.engine, self._test = "slre", self._slre
 
     def __repr__(self):
         return "zrex.Pattern(%r)" % (self.pattern,)
 
-    @staticmethod
-    def _subject(subject):
+    def search(self, subject):
+        """Whether the pattern matches the subject (``str`` or ``bytes``) as SLRE would."""
         if isinstance(subject, str):
             subject = subject.encode("utf-8", "surrogateescape")
         nul = subject.find(0)
-        return subject if nul < 0 else subject[:nul]
+        if nul >= 0:
+            subject = subject[:nul]
+        if self.max_subject is not None and len(subject) > self.max_subject:
+            return False
+        return bool(self._test(subject))
 
-    def _search_empty(self, subject):
-        return bool(self._subject(subject))
-
-    def _search_regex(self, subject):
-        return self._regex.search(self._subject(subject)) is not None
-
-    def _search_anchored_regex(self, subject):
-        return self._regex.match(self._subject(subject)) is not None
-
-    def _search_slre(self, subject):
-        s = self._subject(subject)
+    def _slre(self, s):
         run = _Run(s)
         if self._anchored:
             return run.run(self._program, 0, 0) >= 0
         return any(run.run(self._program, 0, start) >= 0 for start in range(len(s)))
 
-    def search_slre(self, subject):
-        """Always use the SLRE matcher (the tests compare it with ``search``)."""
-        return self._search_slre(subject)
-
 
 @lru_cache(maxsize=4096)
-def compile(pattern):
+def compile(pattern, max_subject=MAX_SUBJECT):
     """Compile (and cache) a zrex pattern given as ``str`` or ``bytes``."""
-    return Pattern(pattern)
+    return Pattern(pattern, max_subject)
 
 
 def valid(pattern):
