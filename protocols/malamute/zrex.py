@@ -15,8 +15,8 @@ pattern) takes exponential time on ``a*a*a*a*b``. Most patterns need no more
 than a text test or a lazy DFA (``Pattern`` says which engine gets which).
 
 google-re2 was measured as the alternative and not taken: it cannot express
-``?`` and ``|`` that never give back, and its Python binding costs 3-12 us per
-call on a 22-byte subject where Python ``re`` takes 0.3 us and a text test less.
+``?`` and ``|`` that never give back, and its Python binding costs 1-1.5 us per
+call on a 22-byte subject where Python ``re`` takes 0.1-0.4 us.
 
 Where SLRE itself has no defined result we choose one:
 - a repeated part that matches without consuming ends its loop (SLRE spins
