@@ -636,7 +636,6 @@ class Pattern:
     def __init__(self, pattern, max_subject=MAX_SUBJECT):
         raw = pattern.encode("utf-8", "surrogateescape") if isinstance(pattern, str) else bytes(pattern)
         self.pattern = pattern
-        self.key = raw.split(b"\0", 1)[0]
         program, anchored, self.valid = _parse(raw)
         self._program, self._anchored = program, anchored
         self.literal = None
@@ -657,6 +656,7 @@ class Pattern:
             self.engine, self._test = "alternatives", lambda s: any(test(s) for test in tests)
         else:
             self.engine, self._test = "slre", self._slre
+        self.key = (raw.split(b"\0", 1)[0], self.max_subject)
 
     def __repr__(self):
         return "zrex.Pattern(%r)" % (self.pattern,)
