@@ -64,13 +64,20 @@ class _Item:
         self.kind, self.value, self.loop = kind, value, loop
 
 
+def _single(item):
+    return item.kind == SET or (item.kind == LIT and len(item.value) == 1)
+
+
 class _Block:
     """A run of items ending where SLRE puts an END (piece, branch, program)."""
 
-    __slots__ = ("items", "uid")
+    __slots__ = ("items", "uid", "single")
 
     def __init__(self, items, uid):
         self.items, self.uid = items, uid
+        first = items[0] if len(items) == 1 else None      # one byte test: matched inline
+        self.single = None if first is None or not _single(first) else (
+            first.value if first.kind == SET else frozenset(first.value))
 
 
 class _Broken(Exception):
@@ -240,10 +247,6 @@ def _parse(pattern):
 
 # Patterns made only of single-character steps become these steps:
 CHAR, REPEAT, OPTION, START, END = range(5)   # x, x* (greedy), x? (keeps what it took), ^, $
-
-
-def _single(item):
-    return item.kind == SET or (item.kind == LIT and len(item.value) == 1)
 
 
 def _steps(program):
@@ -454,127 +457,145 @@ class _Dfa:
         return end
 
 
-class _Run:
-    """One search of one subject with SLRE's own rules (groups, ``|``, lazy loops):
-    memoised per (block, item, offset), and a loop's walk over its iterations memoised
-    per (loop, offset), so every offset is visited a bounded number of times per item.
+class _Columns:
+    """SLRE's own matcher (groups, ``|``, lazy loops) as dynamic programming over offsets.
 
-    Results are offsets: ``n >= 0`` matched up to ``n``; ``~n`` failed with the
-    offset left at ``n`` (SLRE's lazy loops resume from there).
+    What SLRE answers at an item of a block depends only on the offset: the offset the
+    block's match ends at (``n >= 0``), or ``~n`` for a failure at offset ``n`` (SLRE's
+    lazy loops resume from there). Each item's answers for every offset of the subject
+    form a column, computed from the columns of the items after it and of its pieces and
+    alternatives at the same or later offsets; so the columns are filled item by item,
+    pieces and later items first, each offset once: time and memory are
+    (items + 1) x (subject + 1), whatever the pattern, with no recursion.
+
+    A greedy loop's answer at an offset is the last offset its iterations reach after
+    which the rest of the block matches; a lazy loop's is the first such iteration,
+    resuming after a failure where the rest failed. Both follow from the same answer at
+    the offset the next iteration starts from, which is larger: right to left, one pass.
     """
 
-    __slots__ = ("s", "memo", "walks")
+    __slots__ = ("order", "columns", "top", "anchored")
 
-    def __init__(self, subject):
-        self.s = subject
-        self.memo = {}
-        self.walks = {}
+    def __init__(self, program, anchored):
+        self.order = []                  # (item, column, next column, piece/alternatives)
+        self.columns = 0
+        self.anchored = anchored
+        self.top = self._block(program)
 
-    def run(self, block, i, ofs):
-        key = (block.uid, i, ofs)
-        result = self.memo.get(key)
-        if result is None:
-            result = self.memo[key] = self._run(block, i, ofs)
+    def _block(self, block):
+        """Plan a block's columns (its last first); returns its first item's column."""
+        column = self._new()                         # the end of the block: offsets as-is
+        self.order.append((None, column, None, None))
+        for item in reversed(block.items):
+            nxt, column = column, self._new()
+            if item.kind == ALT:
+                parts = [self._block(alternative) for alternative in item.value]
+            elif item.kind == LOOP:
+                piece = item.value
+                parts = piece.single if piece.single is not None else self._block(piece)
+            else:
+                parts = None
+            self.order.append((item, column, nxt, parts))
+        return column
+
+    def _new(self):
+        self.columns += 1
+        return self.columns - 1
+
+    def search(self, s):
+        n = len(s)
+        offsets = range(n + 1)
+        columns = [None] * self.columns
+        for item, column, nxt, parts in self.order:
+            if item is None:
+                columns[column] = list(offsets)
+                continue
+            after, kind = columns[nxt], item.kind
+            if kind == SET:
+                members = item.value
+                result = [after[o + 1] if s[o] in members else ~o for o in range(n)]
+                result.append(~n)
+            elif kind == LIT:
+                text, size = item.value, len(item.value)
+                result = [after[o + size] if s.startswith(text, o) else ~o for o in offsets]
+            elif kind == BOL:
+                result = [~o for o in offsets]
+                result[0] = after[0]
+            elif kind == EOL:
+                result = [~o for o in offsets]
+                result[n] = after[n]
+            elif kind == ALT:
+                result = self._alternatives([columns[c] for c in parts], after, n)
+            else:
+                result = self._loop(item.loop, self._piece(s, parts, columns), after, n)
+            columns[column] = result
+        answers = columns[self.top]
+        if self.anchored:
+            return answers[0] >= 0
+        return any(answers[o] >= 0 for o in range(n))
+
+    @staticmethod
+    def _piece(s, parts, columns):
+        """One iteration of the loop's piece from each offset."""
+        if type(parts) is int:
+            return columns[parts]
+        n = len(s)
+        result = [o + 1 if s[o] in parts else ~o for o in range(n)]
+        result.append(~n)
         return result
 
-    def _run(self, block, i, ofs):
-        s, items = self.s, block.items
-        while i < len(items):
-            item = items[i]
-            kind = item.kind
-            if kind == SET:
-                if ofs >= len(s) or s[ofs] not in item.value:
-                    return ~ofs
-                ofs += 1
-            elif kind == LIT:
-                if not s.startswith(item.value, ofs):
-                    return ~ofs
-                ofs += len(item.value)
-            elif kind == BOL:
-                if ofs:
-                    return ~ofs
-            elif kind == EOL:
-                if ofs != len(s):
-                    return ~ofs
-            elif kind == ALT:
-                for alternative in item.value:
-                    result = self.run(alternative, 0, ofs)
-                    if result >= 0:
-                        break
-                if result < 0 or i + 1 == len(items):
-                    return result
-                return self.run(block, i + 1, result)   # memoised: see below
-            else:
-                ofs = self._loop(block, i, item, ofs)
-                if ofs < 0 or i + 1 == len(items):
-                    return ofs
-                # Go on through the memo, so that every (block, item, offset) steps
-                # through at most one alternation or loop: linear work in all.
-                return self.run(block, i + 1, ofs)
-            i += 1
-        return ofs
+    @staticmethod
+    def _alternatives(alternatives, after, n):
+        """The first alternative that matches wins; else the last one's failure."""
+        result = []
+        for o in range(n + 1):
+            for column in alternatives:
+                end = column[o]
+                if end >= 0:
+                    break
+            result.append(after[end] if end >= 0 else end)
+        return result
 
-    def _loop(self, block, i, item, ofs):
-        piece, kind = item.value, item.loop
+    @staticmethod
+    def _loop(kind, piece, after, n):
+        result = [0] * (n + 1)
         if kind == QUEST:
-            result = self.run(piece, 0, ofs)
-            return result if result >= 0 else ofs
-        if kind in (PLUS, PLUSQ):
-            ofs = self.run(piece, 0, ofs)
-            if ofs < 0:
-                return ofs
-        walk = self._greedy if kind in (STAR, PLUS) else self._lazy
-        found = walk(block, i, piece, ofs)
-        return ofs if found is None else found
-
-    def _greedy(self, block, i, piece, ofs):
-        """SLRE's greedy loop from `ofs`: the last offset its iterations reach after which
-        the rest of the block matches (None: none does). Iterations run until the piece
-        fails or stops consuming; the answer for an offset is the answer for the next one
-        if that has any, so it is memoised per offset and each offset is walked once."""
-        walks, uid, path = self.walks, block.uid, []
-        while True:
-            key = (uid, i, ofs)
-            if key in walks:
-                found = walks[key]
-                break
-            end = self.run(piece, 0, ofs)
-            if end < 0 or end == ofs:
-                found = end if end >= 0 and self.run(block, i + 1, end) >= 0 else None
-                walks[key] = found
-                break
-            path.append((ofs, end))
-            ofs = end
-        for ofs, end in reversed(path):
-            if found is None and self.run(block, i + 1, end) >= 0:
-                found = end
-            walks[uid, i, ofs] = found
-        return found
-
-    def _lazy(self, block, i, piece, ofs):
-        """SLRE's lazy loop from `ofs`: one more iteration, then the rest of the block; on
-        failure it resumes where the rest failed. None: the piece failed at once."""
-        walks, uid, path = self.walks, block.uid, []
-        while True:
-            key = (uid, i, ofs)
-            if key in walks:
-                found = walks[key]
-                break
-            end = self.run(piece, 0, ofs)
+            for o in range(n + 1):
+                end = piece[o]
+                result[o] = after[end if end >= 0 else o]
+            return result
+        found = [None] * (n + 1)     # the loop's answer from an iteration starting at o
+        greedy = kind in (STAR, PLUS)
+        for o in range(n, -1, -1):
+            end = piece[o]
             if end < 0:
-                found = walks[key] = None
-                break
-            rest = self.run(block, i + 1, end)
-            if rest >= 0 or ~rest == ofs:
-                found = walks[key] = end
-                break
-            path.append((ofs, end))
-            ofs = ~rest
-        for ofs, end in reversed(path):
-            if found is None:
-                found = end
-            walks[uid, i, ofs] = found
-        return found
+                here = None
+            elif greedy:
+                if end == o:
+                    here = end if after[end] >= 0 else None
+                else:
+                    here = found[end]
+                    if here is None and after[end] >= 0:
+                        here = end
+            else:
+                rest = after[end]
+                if rest >= 0 or ~rest == o:
+                    here = end
+                else:
+                    here = found[~rest]
+                    if here is None:
+                        here = end
+            found[o] = here
+            if kind in (PLUS, PLUSQ):
+                if end < 0:
+                    result[o] = end
+                    continue
+                start = end
+            else:
+                start = o
+            answer = found[start]
+            result[o] = after[start if answer is None else answer]
+        return result
 
 
 _TEXT_TESTS = {
@@ -655,7 +676,7 @@ class Pattern:
             tests = [_compile_steps(a, anchored)[1] for a in alternatives]
             self.engine, self._test = "alternatives", lambda s: any(test(s) for test in tests)
         else:
-            self.engine, self._test = "slre", self._slre
+            self.engine, self._test = "slre", _Columns(program, anchored).search
         self.key = (raw.split(b"\0", 1)[0], self.max_subject)
 
     def __repr__(self):
@@ -672,11 +693,6 @@ class Pattern:
             return False
         return bool(self._test(subject))
 
-    def _slre(self, s):
-        run = _Run(s)
-        if self._anchored:
-            return run.run(self._program, 0, 0) >= 0
-        return any(run.run(self._program, 0, start) >= 0 for start in range(len(s)))
 
 
 @lru_cache(maxsize=4096)

@@ -148,24 +148,32 @@ def test_catastrophic_patterns_cost_linear_time(pattern):
     assert min(cost(long) for _ in range(3)) < 20 * min(cost(short) for _ in range(3)) + 0.01
 
 
-def test_slre_engine_visits_each_offset_a_bounded_number_of_times():
-    """The guarantee by construction: one memo entry per (block, item, offset) and per
-    (loop, offset), so the work is (items + loops) x (subject + 1) at most."""
+def test_general_engine_fills_one_column_per_item():
+    """The guarantee by construction: one column of (subject + 1) answers per item and
+    per block end, each filled once, so the work is linear in the subject."""
     compiled = zrex.Pattern("(.+?.*)" * 16 + "x", max_subject=None)
-    subject = b"a" * 300
-    run = zrex._Run(subject)
-    assert not any(run.run(compiled._program, 0, start) >= 0 for start in range(len(subject)))
-    items = _count_items(compiled._program)
-    assert len(run.memo) + len(run.walks) <= 2 * items * (len(subject) + 1)
+    assert compiled.engine == "slre"
+    columns = zrex._Columns(compiled._program, False)
+    assert columns.columns == _count_items(compiled._program) + _count_blocks(compiled._program)
 
 
 def _count_items(block):
     total = len(block.items)
     for item in block.items:
         if item.kind == zrex.ALT:
-            total += sum(_count_items(b) + 1 for b in item.value)
-        elif item.kind == zrex.LOOP:
-            total += _count_items(item.value) + 1
+            total += sum(_count_items(b) for b in item.value)
+        elif item.kind == zrex.LOOP and item.value.single is None:
+            total += _count_items(item.value)
+    return total
+
+
+def _count_blocks(block):
+    total = 1
+    for item in block.items:
+        if item.kind == zrex.ALT:
+            total += sum(_count_blocks(b) for b in item.value)
+        elif item.kind == zrex.LOOP and item.value.single is None:
+            total += _count_blocks(item.value)
     return total
 
 
