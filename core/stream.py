@@ -42,11 +42,12 @@ _SEQ = attrgetter("seq")
 class _Group:
     """The readers whose matchers answer alike: matched once per message."""
 
-    __slots__ = ("key", "matcher", "literal", "readers")
+    __slots__ = ("key", "matcher", "literal", "readers", "snapshot")
 
     def __init__(self, key, matcher, literal):
         self.key, self.matcher, self.literal = key, matcher, literal
         self.readers = {}              # Reader -> None, in registration order
+        self.snapshot = None           # tuple(readers) for delivery, until they change
 
 
 def _group_key(matcher):
@@ -77,6 +78,7 @@ class Stream:
         self._suffixes = {}            # length -> {text: _Group}
         self._contains = {}            # text -> _Group
         self._searched = {}            # group key -> _Group whose matcher must be called
+        self._literals = 0             # groups filed in the four literal tables
         self._seq = 0
         self.routed = ()               # queue names bound to every subject, in order
         self._routes = {}              # subject -> tuple of live Queues (a cache)
@@ -136,6 +138,7 @@ class Stream:
         reader = self._readers[client, key] = Reader(client, key, matcher, deliver,
                                                      self._seq, group)
         group.readers[reader] = None
+        group.snapshot = None
         self._by_client.setdefault(client, []).append(reader)
         return reader
 
@@ -145,6 +148,7 @@ class Stream:
             del self._readers[client, reader.key]
             group = reader.group
             del group.readers[reader]
+            group.snapshot = None
             if not group.readers:
                 del self._groups[group.key]
                 self._unfile(group)
@@ -156,6 +160,7 @@ class Stream:
         if group.literal is None:
             self._searched[group.key] = group
             return
+        self._literals += 1
         kind, text = group.literal
         if kind == "exact":
             self._exact[text] = group
@@ -169,6 +174,7 @@ class Stream:
         if group.literal is None:
             del self._searched[group.key]
             return
+        self._literals -= 1
         kind, text = group.literal
         if kind == "exact":
             del self._exact[text]
@@ -180,11 +186,11 @@ class Stream:
             if not table[len(text)]:
                 del table[len(text)]
 
-    def _matching_groups(self, subject):
-        """The reader groups whose matcher accepts `subject`."""
+    def _literal_groups(self, subject):
+        """The groups of literal matchers that accept `subject` (cut at its first NUL)."""
+        found = []
         nul = subject.find("\0")
         text = subject if nul < 0 else subject[:nul]
-        found = []
         if self._exact:
             group = self._exact.get(text)
             if group is not None:
@@ -200,27 +206,7 @@ class Stream:
         for contained, group in self._contains.items():
             if (contained in text) if contained else text:
                 found.append(group)
-        for group in self._searched.values():
-            if group.matcher.search(subject):
-                found.append(group)
         return found
-
-    def _read(self, message, exclude):
-        """Hand the message to every matching reader (but `exclude`'s) in registration
-        order; returns how many got it."""
-        groups = self._matching_groups(message.subject)
-        if not groups:
-            return 0
-        if len(groups) == 1:
-            readers = tuple(groups[0].readers)    # a delivery may end a reader's session
-        else:
-            readers = sorted(chain.from_iterable(g.readers for g in groups), key=_SEQ)
-        delivered, name = 0, self.name
-        for reader in readers:
-            if reader.client is not exclude:
-                reader.deliver(name, message)
-                delivered += 1
-        return delivered
 
     # -- publishing -------------------------------------------------------------------
     def publish(self, message, exclude=None):
@@ -239,8 +225,25 @@ class Stream:
                     delivered += 1
         if self.routed:
             delivered += self._route(message)
-        if self._readers:
-            delivered += self._read(message, exclude)
+        if self._readers:                    # inline: this is every stream message's path
+            subject = message.subject
+            found = self._literal_groups(subject) if self._literals else []
+            for group in self._searched.values():
+                if group.matcher.search(subject):
+                    found.append(group)
+            if found:
+                if len(found) == 1:
+                    group = found[0]
+                    readers = group.snapshot
+                    if readers is None:      # a copy: a delivery may end a reader's session
+                        readers = group.snapshot = tuple(group.readers)
+                else:                        # registration order across groups
+                    readers = sorted(chain.from_iterable(g.readers for g in found), key=_SEQ)
+                name = self.name
+                for reader in readers:
+                    if reader.client is not exclude:
+                        reader.deliver(name, message)
+                        delivered += 1
         if not delivered:
             self.unrouted += 1
         return delivered

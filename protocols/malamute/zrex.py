@@ -249,30 +249,66 @@ def _parse(pattern):
 CHAR, REPEAT, OPTION, START, END = range(5)   # x, x* (greedy), x? (keeps what it took), ^, $
 
 
-def _steps(program):
-    """The program as single-character steps, or None when it has groups, alternatives,
+def _item_steps(item):
+    """One item as single-character steps, or None when it is not that simple."""
+    kind = item.kind
+    if kind == LIT:
+        return [(CHAR, frozenset((byte,))) for byte in item.value]
+    if kind == SET:
+        return [(CHAR, item.value)]
+    if kind == BOL:
+        return [(START, None)]
+    if kind == EOL:
+        return [(END, None)]
+    if (kind == LOOP and item.loop in (STAR, PLUS, QUEST)
+            and len(item.value.items) == 1 and _single(item.value.items[0])):
+        piece = item.value.items[0]
+        members = piece.value if piece.kind == SET else frozenset(piece.value)
+        loop = [(OPTION if item.loop == QUEST else REPEAT, members)]
+        return [(CHAR, members), *loop] if item.loop == PLUS else loop
+    return None
+
+
+def _steps(block):
+    """The block as single-character steps, or None when it has groups, alternatives,
     lazy loops or loops over more than one character."""
     steps = []
-    for item in program.items:
-        kind = item.kind
-        if kind == LIT:
-            steps.extend((CHAR, frozenset((byte,))) for byte in item.value)
-        elif kind == SET:
-            steps.append((CHAR, item.value))
-        elif kind == BOL:
-            steps.append((START, None))
-        elif kind == EOL:
-            steps.append((END, None))
-        elif (kind == LOOP and item.loop in (STAR, PLUS, QUEST)
-              and len(item.value.items) == 1 and _single(item.value.items[0])):
-            piece = item.value.items[0]
-            members = piece.value if piece.kind == SET else frozenset(piece.value)
-            if item.loop == PLUS:
-                steps.append((CHAR, members))
-            steps.append((OPTION if item.loop == QUEST else REPEAT, members))
-        else:
+    for item in block.items:
+        more = _item_steps(item)
+        if more is None:
             return None
+        steps.extend(more)
     return steps
+
+
+MAX_EXPANSIONS = 16         # step sequences one pattern may become
+
+
+def _expand(block):
+    """The block as a union of step sequences, or None. An ``a|b`` inside it becomes one
+    sequence per alternative when SLRE's "the first alternative that matches wins"
+    cannot matter: each alternative is a non-empty run of single bytes or sets with no
+    loop, and no two can start with the same byte, so at most one matches where it
+    stands: ``(temp|rain)x`` is ``tempx`` or ``rainx``."""
+    sequences = [[]]
+    for item in block.items:
+        if item.kind != ALT:
+            more = _item_steps(item)
+            if more is None:
+                return None
+            for sequence in sequences:
+                sequence.extend(more)
+            continue
+        choices = [_steps(alternative) for alternative in item.value]
+        if any(not choice or any(op != CHAR for op, _ in choice) for choice in choices):
+            return None
+        firsts = [choice[0][1] for choice in choices]
+        if sum(map(len, firsts)) != len(frozenset().union(*firsts)):
+            return None
+        if len(sequences) * len(choices) > MAX_EXPANSIONS:
+            return None
+        sequences = [sequence + choice for sequence in sequences for choice in choices]
+    return sequences
 
 
 def _simplify(steps, anchored):
@@ -621,13 +657,18 @@ def _compile_steps(steps, anchored):
 
 
 def _alternatives(program):
-    """The steps of each alternative when the whole program is one ``a|b|c`` of
-    single-character alternatives: nothing follows it, so SLRE's "first alternative
-    wins" cannot change the answer and the search is any alternative's search."""
+    """The step sequences of a program that is one top-level ``a|b|c``: nothing follows
+    it, so SLRE's "first alternative wins" cannot change the answer and the search is
+    any alternative's search (each alternative may itself expand, see _expand)."""
     if len(program.items) != 1 or program.items[0].kind != ALT:
         return None
-    alternatives = [_steps(block) for block in program.items[0].value]
-    return None if None in alternatives else alternatives
+    sequences = []
+    for alternative in program.items[0].value:
+        more = _expand(alternative)
+        if more is None or len(sequences) + len(more) > MAX_EXPANSIONS:
+            return None
+        sequences.extend(more)
+    return sequences
 
 
 MAX_SUBJECT = 1024          # bytes of subject a pattern that is not plain text looks at
@@ -661,19 +702,19 @@ class Pattern:
         self._program, self._anchored = program, anchored
         self.literal = None
         self.max_subject = max_subject
-        steps, alternatives = _steps(program), None
-        if steps is None:
-            alternatives = _alternatives(program)
-        if steps is not None:
-            self.engine, self._test, found = _compile_steps(steps, anchored)
+        sequences = _expand(program)
+        if sequences is None:
+            sequences = _alternatives(program)
+        if sequences is not None and len(sequences) == 1:
+            self.engine, self._test, found = _compile_steps(sequences[0], anchored)
             if found is not None:
                 self.max_subject = None
                 try:
                     self.literal = (found[0], found[1].decode("utf-8"))
                 except UnicodeDecodeError:
                     pass
-        elif alternatives is not None:
-            tests = [_compile_steps(a, anchored)[1] for a in alternatives]
+        elif sequences is not None:
+            tests = [_compile_steps(steps, anchored)[1] for steps in sequences]
             self.engine, self._test = "alternatives", lambda s: any(test(s) for test in tests)
         else:
             self.engine, self._test = "slre", _Columns(program, anchored).search

@@ -40,10 +40,10 @@ def test_twenty_thousand_patterns_are_refused_past_the_limit(broker):
 
 
 def _publish_cost(stream, messages):
-    started = time.perf_counter()
+    started = time.thread_time()
     for message in messages:
         stream.publish(message)
-    return time.perf_counter() - started
+    return time.thread_time() - started
 
 
 def test_publish_cost_ignores_identical_and_literal_patterns():
@@ -57,13 +57,13 @@ def test_publish_cost_ignores_identical_and_literal_patterns():
     same = zrex.compile("^audit\\..*\\.deleted$")
     literals = [zrex.compile(f"^audit\\.{i}\\.") for i in range(2000)]
     literals += [zrex.compile(f"^user\\.{i}$") for i in range(2000)]
-    started = time.perf_counter()
+    started = time.thread_time()
     for i in range(20_000):
         crowded.add_reader(Client(f"same{i}", "malamute"), "p", same, lambda name, m: None)
     for i, pattern in enumerate(literals):
         crowded.add_reader(Client(f"literal{i}", "malamute"), "p", pattern,
                            lambda name, m: None)
-    assert time.perf_counter() - started < 2.0        # O(n^2) before: about 10 s
+    assert time.thread_time() - started < 2.0        # O(n^2) before: about 10 s
     ratios = []
     for _ in range(3):          # interleaved, best of three: the machine is shared
         base = _publish_cost(plain, messages)

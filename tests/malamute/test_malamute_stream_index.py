@@ -19,7 +19,7 @@ def message(subject):
     return Message("1", subject, (b"",), sender="w", origin="test")
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), PATTERNS), max_size=12),
        st.lists(st.integers(0, 3), max_size=3), st.lists(SUBJECTS, min_size=1, max_size=4),
        st.one_of(st.none(), st.integers(0, 3)))

@@ -113,7 +113,8 @@ def test_cache_returns_same_object():
     ("^moscow$", "literal", ("exact", "moscow")), ("^$", "literal", ("exact", "")),
     ("moscow$", "literal", ("suffix", "moscow")), ("$", "regex", None), ("(^)", "regex", None),
     ("^a*b*$", "dfa", None), ("temp.*moscow", "dfa", None),
-    ("temp|weather", "alternatives", None), ("(a|b)c", "slre", None), ("^a.*?b", "slre", None),
+    ("temp|weather", "alternatives", None), ("(temp|rain)\\.", "alternatives", None),
+    ("(a|ab)c", "slre", None), ("(a|b)*c", "slre", None), ("^a.*?b", "slre", None),
 ])
 def test_each_pattern_gets_the_cheapest_linear_engine(pattern, engine, literal):
     compiled = zrex.compile(pattern)
@@ -141,9 +142,9 @@ def test_catastrophic_patterns_cost_linear_time(pattern):
     short, long = "a" * 256, "a" * 2048
     compiled.search(short)                    # build DFA states, warm caches
     def cost(subject):
-        start = time.perf_counter()
+        start = time.thread_time()
         compiled.search(subject)
-        return time.perf_counter() - start
+        return time.thread_time() - start
     assert min(cost(long) for _ in range(3)) < 1.0
     assert min(cost(long) for _ in range(3)) < 20 * min(cost(short) for _ in range(3)) + 0.01
 
@@ -204,16 +205,19 @@ SUBJECTS = st.text(alphabet="ab.x- 1_{}2\\", max_size=12)
 
 
 ALTERNATIVES = st.lists(SIMPLE, min_size=1, max_size=3).map("|".join)
+WORDS = st.lists(st.text(alphabet="abx.", max_size=3), min_size=1, max_size=3)
+GROUPED = st.tuples(SIMPLE, WORDS, SIMPLE, st.booleans()).map(
+    lambda t: f"{'^' if t[3] else ''}{t[0]}({'|'.join(t[1])}){t[2]}")
 
 
-@settings(max_examples=500)
-@given(st.one_of(SIMPLE, ALTERNATIVES), SUBJECTS)
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(SIMPLE, ALTERNATIVES, GROUPED), SUBJECTS)
 def test_fast_engines_equal_the_old_slre_matcher(pattern, subject):
     """Literal, regex, DFA and alternatives against the pre-issue-12 matcher."""
     assert zrex.compile(pattern).search(subject) is slre_reference.search(pattern, subject)
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(ANY_PATTERN, SUBJECTS)
 def test_every_pattern_equals_the_old_slre_matcher(pattern, subject):
     compiled = zrex.compile(pattern)
@@ -221,7 +225,7 @@ def test_every_pattern_equals_the_old_slre_matcher(pattern, subject):
     assert zrex.valid(pattern) in (True, False)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=12), st.binary(max_size=16))
 def test_arbitrary_bytes_equal_the_old_slre_matcher(pattern, subject):
     assert zrex.compile(pattern).search(subject) is slre_reference.search(pattern, subject)

@@ -118,8 +118,8 @@ def test_mqks_masks_times_events_are_bounded():
     """2,000 masks against 20,000 events took 38 s; literal first segments are now an index
     lookup, and leading-* masks past MAX_MASK_TESTS tries are refused before any change."""
     events = {b'ev.%d.x' % i for i in range(20_000)}
-    started = time.perf_counter()
+    started = time.thread_time()
     assert apply_rebind(events, remove_masks=[b'm%d.*.y' % i for i in range(2000)]) == events
-    assert time.perf_counter() - started < 2.0
+    assert time.thread_time() - started < 2.0
     with pytest.raises(MqksArgumentError):
         apply_rebind(events, remove_masks=[b'*m%d.*.x' % i for i in range(2000)])

@@ -139,12 +139,12 @@ def big_names():
 
 
 def timed(expression, names):
-    start = time.perf_counter()
+    start = time.thread_time()
     try:
         result = ('ok', eval_reply(expression, names))
     except EvalError as exc:
         result = ('error', str(exc))
-    return time.perf_counter() - start, result
+    return time.thread_time() - start, result
 
 
 A = "'" + 'a' * 1500 + "'"
