@@ -16,8 +16,9 @@ alike) and `literal`, `(kind, text)` when its answer is a plain text test of the
 cut at its first NUL: "exact" (equal), "prefix", "suffix" or "contains" ("" meaning any
 non-empty subject). Literal matchers are answered from dicts without being called: exact
 texts by one lookup, prefixes and suffixes by one lookup per distinct length, and each
-distinct contained text by one substring test. A message reaches its readers in the order
-they registered, whatever matched them.
+distinct contained text by one substring test (a stream whose readers all share one
+matcher, the usual case, just calls it). A message reaches its readers in the order they
+registered, whatever matched them.
 """
 from itertools import chain
 from operator import attrgetter
@@ -42,12 +43,19 @@ _SEQ = attrgetter("seq")
 class _Group:
     """The readers whose matchers answer alike: matched once per message."""
 
-    __slots__ = ("key", "matcher", "literal", "readers", "snapshot")
+    __slots__ = ("key", "matcher", "search", "literal", "readers", "snapshot")
 
     def __init__(self, key, matcher, literal):
         self.key, self.matcher, self.literal = key, matcher, literal
+        self.search = matcher.search
         self.readers = {}              # Reader -> None, in registration order
         self.snapshot = None           # tuple(readers) for delivery, until they change
+
+    def freeze(self):
+        """The readers as a tuple, kept until they change: a delivery may end a reader's
+        session, which must not change what this message is iterating over."""
+        self.snapshot = tuple(self.readers)
+        return self.snapshot
 
 
 def _group_key(matcher):
@@ -79,6 +87,7 @@ class Stream:
         self._contains = {}            # text -> _Group
         self._searched = {}            # group key -> _Group whose matcher must be called
         self._literals = 0             # groups filed in the four literal tables
+        self._only = None              # the one _Group when there is exactly one
         self._seq = 0
         self.routed = ()               # queue names bound to every subject, in order
         self._routes = {}              # subject -> tuple of live Queues (a cache)
@@ -134,6 +143,7 @@ class Stream:
         if group is None:
             group = self._groups[group_key] = _Group(group_key, matcher, literal)
             self._file(group)
+            self._only = group if len(self._groups) == 1 else None
         self._seq += 1
         reader = self._readers[client, key] = Reader(client, key, matcher, deliver,
                                                      self._seq, group)
@@ -152,6 +162,8 @@ class Stream:
             if not group.readers:
                 del self._groups[group.key]
                 self._unfile(group)
+                self._only = next(iter(self._groups.values())) if len(self._groups) == 1 \
+                    else None
 
     def reader_count(self, client):
         return len(self._by_client.get(client, ()))
@@ -227,18 +239,19 @@ class Stream:
             delivered += self._route(message)
         if self._readers:                    # inline: this is every stream message's path
             subject = message.subject
-            found = self._literal_groups(subject) if self._literals else []
-            for group in self._searched.values():
-                if group.matcher.search(subject):
-                    found.append(group)
-            if found:
+            only = self._only
+            if only is not None:             # one pattern (one reader, or all alike)
+                readers = (only.snapshot or only.freeze()) if only.search(subject) else ()
+            else:
+                found = self._literal_groups(subject) if self._literals else []
+                for group in self._searched.values():
+                    if group.search(subject):
+                        found.append(group)
                 if len(found) == 1:
-                    group = found[0]
-                    readers = group.snapshot
-                    if readers is None:      # a copy: a delivery may end a reader's session
-                        readers = group.snapshot = tuple(group.readers)
+                    readers = found[0].snapshot or found[0].freeze()
                 else:                        # registration order across groups
                     readers = sorted(chain.from_iterable(g.readers for g in found), key=_SEQ)
+            if readers:
                 name = self.name
                 for reader in readers:
                     if reader.client is not exclude:

@@ -4,9 +4,9 @@ import time
 
 import zmq
 
-from mqksbridge.bridge.convert.mqks import message as mqks_message
-from mqksbridge.core import Client
-from mqksbridge.core.stream import Stream
+from mqksbridge.bridge.mqks.door import MqksDoor
+from mqksbridge.core import Broker, Client
+from mqksbridge.core.clock import FakeClock
 from mqksbridge.protocols.malamute import codec, zrex
 
 LIMIT = 1000         # malamute.max_subscriptions by default
@@ -39,33 +39,54 @@ def test_twenty_thousand_patterns_are_refused_past_the_limit(broker):
     assert time.monotonic() - started < 2.0
 
 
-def _publish_cost(stream, messages):
+class _Connection:
+    """What MqksDoor.publish_plain needs of a connection."""
+
+    def __init__(self, client):
+        self.client, self.written = client, []
+
+    def write(self, data):
+        self.written.append(data)
+
+
+def _mqks_door():
+    broker = Broker(FakeClock())
+    door = MqksDoor(broker, None)
+    door.stream.set_bindings("orders", ["orders.created"])
+    broker.queue("orders")                      # a bound queue, as MQKS users have
+    client = Client("publisher", "mqks")
+    broker.connect(client)
+    return door, _Connection(client)
+
+
+def _publish_cost(door, conn, count=3000):
+    publish = door.publish_plain
     started = time.thread_time()
-    for message in messages:
-        stream.publish(message)
+    for i in range(count):
+        publish(conn, b"m%d" % i, b"orders.created", b"body")
     return time.thread_time() - started
 
 
-def test_publish_cost_ignores_identical_and_literal_patterns():
-    """20,000 readers of one pattern and 4,000 of distinct anchored literals cost an MQKS
-    publish less than twice what it costs with one reader. Registration is O(1) each."""
-    messages = [mqks_message(b"m%d" % i, "orders.created", b"x", "publisher", b"orders.created")
-                for i in range(2000)]
-    plain, crowded = Stream("mqks", {}), Stream("mqks", {})
-    plain.add_reader(Client("one", "malamute"), "p", zrex.compile("^audit\\..*\\.deleted$"),
-                     lambda name, m: None)
+def test_mqks_publish_cost_ignores_identical_and_literal_patterns():
+    """MQKS publishes with 20,000 readers of one pattern and 4,000 of distinct anchored
+    literals on stream `mqks` cost less than twice what they cost with one reader (84k ->
+    71 msg/s before). Registering the readers is O(1) each."""
+    plain, plain_conn = _mqks_door()
+    crowded, crowded_conn = _mqks_door()
     same = zrex.compile("^audit\\..*\\.deleted$")
+    plain.stream.add_reader(Client("one", "malamute"), "p", same, lambda name, m: None)
     literals = [zrex.compile(f"^audit\\.{i}\\.") for i in range(2000)]
     literals += [zrex.compile(f"^user\\.{i}$") for i in range(2000)]
     started = time.thread_time()
     for i in range(20_000):
-        crowded.add_reader(Client(f"same{i}", "malamute"), "p", same, lambda name, m: None)
+        crowded.stream.add_reader(Client(f"same{i}", "malamute"), "p", same,
+                                  lambda name, m: None)
     for i, pattern in enumerate(literals):
-        crowded.add_reader(Client(f"literal{i}", "malamute"), "p", pattern,
-                           lambda name, m: None)
+        crowded.stream.add_reader(Client(f"literal{i}", "malamute"), "p", pattern,
+                                  lambda name, m: None)
     assert time.thread_time() - started < 2.0        # O(n^2) before: about 10 s
     ratios = []
-    for _ in range(3):          # interleaved, best of three: the machine is shared
-        base = _publish_cost(plain, messages)
-        ratios.append(_publish_cost(crowded, messages) / base)
+    for _ in range(3):          # interleaved, best of three
+        base = _publish_cost(plain, plain_conn)
+        ratios.append(_publish_cost(crowded, crowded_conn) / base)
     assert min(ratios) < 2.0, ratios
