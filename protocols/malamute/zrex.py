@@ -376,7 +376,8 @@ def _regex(steps, anchored):
     return re.compile(b"".join(out), re.DOTALL)
 
 
-MAX_DFA_STATES = 200        # cached states per pattern (each a 256-entry row); then start over
+MAX_DFA_STATES = 64         # cached states per pattern (a 256-byte row each); then start over
+_UNBUILT = 255              # a transition not computed yet (state numbers stay below it)
 _MATCH = 0                  # the DFA state "matched already": absorbing
 
 
@@ -387,8 +388,9 @@ class _Dfa:
     the first step at every offset of an unanchored search). SLRE's ``x?`` takes its byte
     whenever it can and never gives it back, so what a state does depends only on the next
     byte: exactly what a DFA transition knows. Rows are built on first use and at most
-    MAX_DFA_STATES are kept (a pattern like ``.*a.....`` has exponentially many), so memory
-    is bounded and each byte costs at most one pass over the steps.
+    MAX_DFA_STATES are kept (a pattern like ``.*a.....`` has exponentially many), so a
+    pattern's DFA never holds more than 16 KiB and each byte costs at most one pass over
+    the steps.
     """
 
     __slots__ = ("steps", "anchored", "ids", "sets", "rows", "ends", "first")
@@ -400,9 +402,9 @@ class _Dfa:
 
     def _reset(self):
         self.ids, self.sets, self.rows, self.ends = {}, [], [], []
-        self.first = [-1] * 256               # transitions from offset 0
+        self.first = bytearray([_UNBUILT]) * 256    # transitions from offset 0
         self._intern(None)                    # _MATCH
-        self.rows[_MATCH] = [_MATCH] * 256
+        self.rows[_MATCH] = bytearray([_MATCH]) * 256
         self.ends[_MATCH] = True
 
     def _intern(self, states):
@@ -410,7 +412,7 @@ class _Dfa:
         if number is None:
             number = self.ids[states] = len(self.sets)
             self.sets.append(states)
-            self.rows.append([-1] * 256)
+            self.rows.append(bytearray([_UNBUILT]) * 256)
             self.ends.append(None)
         return number
 
@@ -478,12 +480,12 @@ class _Dfa:
         if not s:
             return self.anchored and self._close((0,), None, True) is None
         state = self.first[s[0]]
-        if state < 0:
+        if state == _UNBUILT:
             state = self._start(s[0])
         rows = self.rows
         for byte in s[1:]:
             target = rows[state][byte]
-            if target < 0:
+            if target == _UNBUILT:
                 target = self._fill(state, byte)
                 rows = self.rows
             state = target
@@ -491,6 +493,33 @@ class _Dfa:
         if end is None:
             end = self.ends[state] = self._close(self.sets[state], None, False) is None
         return end
+
+
+def _first(block):
+    """(bytes a match of the block can start with, whether it can match empty), for the
+    block read as an ordinary regex (``?`` and ``|`` that may give back, loops of any
+    count): that matches whatever SLRE matches, so its first bytes are a safe filter."""
+    first, empty = set(), True
+    for item in block.items:
+        kind = item.kind
+        if kind == SET:
+            first |= item.value
+            return frozenset(first), False
+        if kind == LIT:
+            first.add(item.value[0])
+            return frozenset(first), False
+        if kind == ALT:
+            parts = [_first(alternative) for alternative in item.value]
+            for part, _ in parts:
+                first |= part
+            if not any(part_empty for _, part_empty in parts):
+                return frozenset(first), False
+        elif kind == LOOP:
+            part, part_empty = _first(item.value)
+            first |= part
+            if item.loop in (PLUS, PLUSQ) and not part_empty:
+                return frozenset(first), False
+    return frozenset(first), empty
 
 
 class _Columns:
@@ -510,13 +539,17 @@ class _Columns:
     the offset the next iteration starts from, which is larger: right to left, one pass.
     """
 
-    __slots__ = ("order", "columns", "top", "anchored")
+    __slots__ = ("order", "columns", "top", "anchored", "others")
 
     def __init__(self, program, anchored):
         self.order = []                  # (item, column, next column, piece/alternatives)
         self.columns = 0
         self.anchored = anchored
         self.top = self._block(program)
+        first, empty = _first(program)
+        # Bytes no match can start with (None: a match may be empty): a subject with none
+        # of the others, or an anchored one that starts with one, is answered at once.
+        self.others = None if empty else bytes(sorted(_BYTES - first))
 
     def _block(self, block):
         """Plan a block's columns (its last first); returns its first item's column."""
@@ -539,6 +572,13 @@ class _Columns:
         return self.columns - 1
 
     def search(self, s):
+        others = self.others
+        if others is not None:
+            if self.anchored:
+                if not s or s[0] in others:
+                    return False
+            elif not s.translate(None, others):
+                return False
         n = len(s)
         offsets = range(n + 1)
         columns = [None] * self.columns
