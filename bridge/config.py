@@ -26,6 +26,7 @@ DEFAULTS = {
         "stream": "mqks",            # the core stream that carries MQKS events
         "max_line": 1 << 20,         # longer request lines: error reply, connection closed
         "high_water": 1024 * 1024,   # pending output bytes before a consumer is paused (see docs)
+        "max_event": 1024,           # longer events are refused with an error (docs/limits.md)
     },
     "malamute": {
         "listen": ["tcp://*:9999"],  # ZeroMQ endpoints (tcp://, ipc://), repeatable
@@ -37,6 +38,9 @@ DEFAULTS = {
         "high_water": 10000,         # stream copies held for a peer whose socket is full
         "max_message_size": 64 << 20,  # larger ZeroMQ messages: connection closed
         "credit": True,              # honour CREDIT from clients that send it (opt-in)
+        "max_subscriptions": 1000,   # stream reads + service offers per session; then ERROR 300
+        "max_pattern": 255,          # bytes of a STREAM-READ/SERVICE-OFFER pattern; then ERROR 300
+        "max_subject": 1024,         # subject bytes patterns (bar plain text) are tried on
     },
     "twino": {
         "listen": ["tcp:22200"],     # Twisted endpoint strings
@@ -248,6 +252,7 @@ RULES = {
     "mqks.stream": string(nonempty=True),
     "mqks.max_line": integer(64, 1 << 30),
     "mqks.high_water": BYTES,
+    "mqks.max_event": integer(1, 1 << 20),
     "malamute.listen": endpoints(zmq_endpoint),
     "malamute.timeout": SECONDS,
     "malamute.check_interval": number(0.001, 3600.0),
@@ -257,6 +262,9 @@ RULES = {
     "malamute.high_water": integer(1, 1 << 31),
     "malamute.max_message_size": integer(64, 1 << 40),
     "malamute.credit": boolean,
+    "malamute.max_subscriptions": integer(1, 1 << 20),
+    "malamute.max_pattern": integer(1, 255),
+    "malamute.max_subject": integer(255, 1 << 20),
     "twino.listen": endpoints(twisted_endpoint),
     "twino.node": string(nonempty=True),
     "twino.max_frame_size": integer(64, 1 << 40),

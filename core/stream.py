@@ -8,18 +8,67 @@ Twino routers, even over a stream another door publishes to) or *readers* (deliv
 to a client callback; Malamute STREAM-READ). Exact bindings always distribute, so a route
 method never changes what exact subscribers get. Exact subjects are a dict lookup: that is
 the hot path.
+
+Readers cost a publish one test per distinct matcher, not per reader, so that many clients
+(or one client many times) reading with the same pattern cost no more than one. A matcher
+has `search(subject)`; it may also have `key` (matchers of one type with equal keys answer
+alike) and `literal`, `(kind, text)` when its answer is a plain text test of the subject
+cut at its first NUL: "exact" (equal), "prefix", "suffix" or "contains" ("" meaning any
+non-empty subject). Literal matchers are answered from dicts without being called: exact
+texts by one lookup, prefixes and suffixes by one lookup per distinct length, and each
+distinct contained text by one substring test (a stream whose readers all share one
+matcher, the usual case, just calls it). A message reaches its readers in the order they
+registered, whatever matched them.
 """
+from itertools import chain
+from operator import attrgetter
 
 DISTRIBUTE, ROUND_ROBIN, ONLY_FIRST = "distribute", "round-robin", "only-first"
+_LITERAL_KINDS = ("exact", "prefix", "suffix", "contains")
 
 
 class Reader:
     """A client's direct subscription: deliver(stream_name, message)."""
 
-    __slots__ = ("client", "key", "matcher", "deliver")
+    __slots__ = ("client", "key", "matcher", "deliver", "seq", "group")
 
-    def __init__(self, client, key, matcher, deliver):
+    def __init__(self, client, key, matcher, deliver, seq=0, group=None):
         self.client, self.key, self.matcher, self.deliver = client, key, matcher, deliver
+        self.seq, self.group = seq, group
+
+
+_SEQ = attrgetter("seq")
+
+
+class _Group:
+    """The readers whose matchers answer alike: matched once per message."""
+
+    __slots__ = ("key", "matcher", "search", "literal", "readers", "snapshot")
+
+    def __init__(self, key, matcher, literal):
+        self.key, self.matcher, self.literal = key, matcher, literal
+        self.search = matcher.search
+        self.readers = {}              # Reader -> None, in registration order
+        self.snapshot = None           # tuple(readers) for delivery, until they change
+
+    def freeze(self):
+        """The readers as a tuple, kept until they change: a delivery may end a reader's
+        session, which must not change what this message is iterating over."""
+        self.snapshot = tuple(self.readers)
+        return self.snapshot
+
+
+def _group_key(matcher):
+    """(key, literal): what the readers of `matcher` are grouped and filed by."""
+    literal = getattr(matcher, "literal", None)
+    if literal is not None:
+        kind, text = literal
+        if kind in _LITERAL_KINDS and (text or kind != "suffix"):
+            return ("literal", kind, text), literal
+    key = getattr(matcher, "key", None)
+    if key is not None:
+        return (type(matcher), key), None
+    return ("matcher", id(matcher)), None          # the group holds the matcher alive
 
 
 class Stream:
@@ -29,7 +78,17 @@ class Stream:
         self._queues = queues          # the broker's name -> Queue dict
         self.exact = {}                # subject -> {queue_name: None}
         self.bindings = {}             # queue_name -> set(subjects)
-        self.readers = []              # [Reader] with a matcher
+        self._readers = {}             # (client, key) -> Reader, in registration order
+        self._by_client = {}           # client -> [Reader]
+        self._groups = {}              # group key -> _Group (see _group_key)
+        self._exact = {}               # text -> _Group of literal matchers, by kind
+        self._prefixes = {}            # length -> {text: _Group}
+        self._suffixes = {}            # length -> {text: _Group}
+        self._contains = {}            # text -> _Group
+        self._searched = {}            # group key -> _Group whose matcher must be called
+        self._literals = 0             # groups filed in the four literal tables
+        self._only = None              # the one _Group when there is exactly one
+        self._seq = 0
         self.routed = ()               # queue names bound to every subject, in order
         self._routes = {}              # subject -> tuple of live Queues (a cache)
         self._rr = 0
@@ -69,17 +128,97 @@ class Stream:
         return self.bindings.get(queue_name, frozenset())
 
     # -- readers (stream -> client) --------------------------------------------------
+    @property
+    def readers(self):
+        """Every reader, in registration order."""
+        return list(self._readers.values())
+
     def add_reader(self, client, key, matcher, deliver):
-        """Subscribe a client; the same (client, key) twice is idempotent."""
-        for reader in self.readers:
-            if reader.client is client and reader.key == key:
-                return reader
-        reader = Reader(client, key, matcher, deliver)
-        self.readers.append(reader)
+        """Subscribe a client; the same (client, key) twice is idempotent. O(1)."""
+        reader = self._readers.get((client, key))
+        if reader is not None:
+            return reader
+        group_key, literal = _group_key(matcher)
+        group = self._groups.get(group_key)
+        if group is None:
+            group = self._groups[group_key] = _Group(group_key, matcher, literal)
+            self._file(group)
+            self._only = group if len(self._groups) == 1 else None
+        self._seq += 1
+        reader = self._readers[client, key] = Reader(client, key, matcher, deliver,
+                                                     self._seq, group)
+        group.readers[reader] = None
+        group.snapshot = None
+        self._by_client.setdefault(client, []).append(reader)
         return reader
 
     def remove_readers(self, client):
-        self.readers = [r for r in self.readers if r.client is not client]
+        """Unsubscribe every reader of `client`: O(its readers)."""
+        for reader in self._by_client.pop(client, ()):
+            del self._readers[client, reader.key]
+            group = reader.group
+            del group.readers[reader]
+            group.snapshot = None
+            if not group.readers:
+                del self._groups[group.key]
+                self._unfile(group)
+                self._only = next(iter(self._groups.values())) if len(self._groups) == 1 \
+                    else None
+
+    def reader_count(self, client):
+        return len(self._by_client.get(client, ()))
+
+    def _file(self, group):
+        if group.literal is None:
+            self._searched[group.key] = group
+            return
+        self._literals += 1
+        kind, text = group.literal
+        if kind == "exact":
+            self._exact[text] = group
+        elif kind == "contains":
+            self._contains[text] = group
+        else:
+            table = self._prefixes if kind == "prefix" else self._suffixes
+            table.setdefault(len(text), {})[text] = group
+
+    def _unfile(self, group):
+        if group.literal is None:
+            del self._searched[group.key]
+            return
+        self._literals -= 1
+        kind, text = group.literal
+        if kind == "exact":
+            del self._exact[text]
+        elif kind == "contains":
+            del self._contains[text]
+        else:
+            table = self._prefixes if kind == "prefix" else self._suffixes
+            del table[len(text)][text]
+            if not table[len(text)]:
+                del table[len(text)]
+
+    def _literal_groups(self, subject):
+        """The groups of literal matchers that accept `subject` (cut at its first NUL)."""
+        found = []
+        nul = subject.find("\0")
+        text = subject if nul < 0 else subject[:nul]
+        if self._exact:
+            group = self._exact.get(text)
+            if group is not None:
+                found.append(group)
+        for length, table in self._prefixes.items():    # a shorter text is no key here
+            group = table.get(text[:length])
+            if group is not None:
+                found.append(group)
+        for length, table in self._suffixes.items():     # lengths are > 0
+            group = table.get(text[-length:])
+            if group is not None:
+                found.append(group)
+        for contained, group in self._contains.items():
+            if (contained in text) if contained else text:
+                found.append(group)
+        return found
 
     # -- publishing -------------------------------------------------------------------
     def publish(self, message, exclude=None):
@@ -98,12 +237,26 @@ class Stream:
                     delivered += 1
         if self.routed:
             delivered += self._route(message)
-        if self.readers:
+        if self._readers:                    # inline: this is every stream message's path
             subject = message.subject
-            for reader in self.readers:
-                if reader.client is not exclude and reader.matcher.search(subject):
-                    reader.deliver(self.name, message)
-                    delivered += 1
+            only = self._only
+            if only is not None:             # one pattern (one reader, or all alike)
+                readers = (only.snapshot or only.freeze()) if only.search(subject) else ()
+            else:
+                found = self._literal_groups(subject) if self._literals else []
+                for group in self._searched.values():
+                    if group.search(subject):
+                        found.append(group)
+                if len(found) == 1:
+                    readers = found[0].snapshot or found[0].freeze()
+                else:                        # registration order across groups
+                    readers = sorted(chain.from_iterable(g.readers for g in found), key=_SEQ)
+            if readers:
+                name = self.name
+                for reader in readers:
+                    if reader.client is not exclude:
+                        reader.deliver(name, message)
+                        delivered += 1
         if not delivered:
             self.unrouted += 1
         return delivered

@@ -33,6 +33,7 @@ log = Logger(namespace="mqksbridge.malamute")
 ERROR_500 = encode_error(COMMAND_INVALID)
 STREAM_SEND = codec.StreamSend.ID
 SERVICE_SEND = codec.ServiceSend.ID
+_SUBSCRIBE = (ev.StreamRead, ev.ServiceOffer)
 _REPLIES = {id(ev.OK): codec.OK, id(ev.PONG): codec.PONG,      # the session's replies,
             id(ev.ERROR_INVALID): ERROR_500, id(ev.ERROR_FAILED): encode_error(FAILED)}
 
@@ -46,7 +47,8 @@ class MalamuteDoor:
     """Door-wide state: open sessions, address owners, counters, the expiry sweep."""
 
     def __init__(self, broker, *, timeout=60.0, check_interval=1.0, mailbox_size_limit=None,
-                 mailbox_size_warn=None, service_queue_size_limit=None, credit=True):
+                 mailbox_size_warn=None, service_queue_size_limit=None, credit=True,
+                 max_subscriptions=1000, max_pattern=255, max_subject=zrex.MAX_SUBJECT):
         self.broker = broker
         self.transport = None            # the ZmtpRouter: send/busy/attach_client
         self.peers = {}                  # routing id -> Peer (open sessions only)
@@ -56,6 +58,9 @@ class MalamuteDoor:
         self.mailbox_warn = mailbox_size_warn
         self.service_limit = service_queue_size_limit
         self.credit = credit
+        self.max_subscriptions = max_subscriptions   # reads + offers per session
+        self.max_pattern = max_pattern                # bytes
+        self.max_subject = max_subject                # see zrex.Pattern
         self.generation = 0              # advanced by every expiry sweep
         self.max_age = max(1, round(timeout / check_interval))
         self._id = map("mlm-%d".__mod__, itertools.count(1)).__next__   # message ids
@@ -130,6 +135,11 @@ class MalamuteDoor:
             self._malformed(outcome.error)
             return
         reply = outcome.reply
+        if peer is not None and outcome.events and outcome.events[0].__class__ in _SUBSCRIBE:
+            refusal = self._over_limits(peer, outcome.events[0])
+            if refusal is not None:
+                self._refuse(peer, refusal)
+                return
         if reply is not None:
             self.transport.send(rid, _REPLIES.get(id(reply)) or codec.encode(reply))
         for event in outcome.events:
@@ -148,6 +158,28 @@ class MalamuteDoor:
         """A bug costs this session, never the broker."""
         log.failure("malamute command failed: {command!r}", command=command)
         self.transport.send(peer.rid, ERROR_500)
+        self.end(peer)
+
+    def _over_limits(self, peer, event):
+        """Why a new STREAM-READ or SERVICE-OFFER is refused, or None."""
+        if isinstance(event, ev.StreamRead):
+            if event.pattern in peer.reads.get(event.stream, ()):
+                return None                  # the same pair again changes nothing
+        elif (event.service, event.pattern) in peer.offers:
+            return None
+        if len(event.pattern.encode("utf-8", "surrogateescape")) > self.max_pattern:
+            return "pattern longer than %d bytes" % self.max_pattern
+        if peer.subscriptions >= self.max_subscriptions:
+            return "more than %d stream reads and service offers" % self.max_subscriptions
+        return None
+
+    def _refuse(self, peer, reason):
+        """ERROR 300 and the session ends: a real mlm_client reports the failure and stops
+        (ERROR 500 would make it re-open and replay the same subscriptions for ever)."""
+        self.counters["subscriptions_refused"] += 1
+        self.losses["subscription refused: " + reason, peer.address] += 1
+        self.transport.send(peer.rid, encode_error(FAILED, reason))
+        peer.session.expire("refused")
         self.end(peer)
 
     def _malformed(self, error):
@@ -214,14 +246,20 @@ class MalamuteDoor:
         peer.last_stream = (None,)
 
     def _stream_read(self, peer, command, header):
+        patterns = peer.reads.setdefault(command.stream, set())
+        if command.pattern in patterns:
+            return
         stream = self.broker.stream(command.stream)
-        stream.add_reader(peer.client, command.pattern, zrex.compile(command.pattern),
-                          peer.stream)
+        stream.add_reader(peer.client, command.pattern,
+                          zrex.compile(command.pattern, self.max_subject), peer.stream)
+        patterns.add(command.pattern)
+        peer.subscriptions += 1
         peer.client.streams.add(command.stream)
 
     def _stream_cancel(self, peer, command, header):
         self.broker.stream(command.stream).remove_readers(peer.client)
         peer.client.streams.discard(command.stream)
+        peer.subscriptions -= len(peer.reads.pop(command.stream, ()))
 
     def _stream_send(self, peer, header, frames):
         if header != peer.last_stream[0]:
@@ -320,9 +358,11 @@ class MalamuteDoor:
         key = (command.service, command.pattern)
         if key not in peer.offers:
             consumer = Consumer(f"{peer.client.id}/{len(peer.offers)}", peer.client,
-                                peer.service, filter=zrex.compile(command.pattern),
+                                peer.service,
+                                filter=zrex.compile(command.pattern, self.max_subject),
                                 credit=0 if peer.credit else None)
             peer.offers[key] = consumer
+            peer.subscriptions += 1
             self.broker.add_consumer(self._service(command.service), consumer)
 
     # -- time -------------------------------------------------------------------------------
@@ -355,7 +395,9 @@ def build(config, broker, scheduler, reactor):
         mailbox_size_limit=limit(settings["mailbox_size_limit"]),
         mailbox_size_warn=limit(settings["mailbox_size_warn"]),
         service_queue_size_limit=limit(settings["service_queue_size_limit"]),
-        credit=bool(settings["credit"]))
+        credit=bool(settings["credit"]),
+        max_subscriptions=int(settings["max_subscriptions"]),
+        max_pattern=int(settings["max_pattern"]), max_subject=int(settings["max_subject"]))
     door.transport = ZmtpRouter(scheduler, door.received_all, door.lost,
                                 high_water=int(settings["high_water"]),
                                 max_message=int(settings["max_message_size"]),

@@ -15,7 +15,7 @@ from mqksbridge.bridge.traffic import Traffic
 class Peer:
     __slots__ = ("rid", "door", "session", "client", "address", "seen", "writer", "stream_prefix",
                  "mail_prefix", "service_prefix", "offers", "credit", "gone", "last_stream",
-                 "last_send", "traffic")
+                 "last_send", "traffic", "reads", "subscriptions")
 
     def __init__(self, door, rid, session, client, address, seen):
         self.rid = rid
@@ -29,6 +29,8 @@ class Peer:
         self.mail_prefix = None       # filled by the door: MAILBOX-DELIVER up to address
         self.service_prefix = None
         self.offers = {}              # (service, pattern) -> Consumer
+        self.reads = {}               # stream name -> {pattern}
+        self.subscriptions = 0        # patterns in reads + offers (door.max_subscriptions)
         self.credit = False           # the client opted into credit-based service flow
         self.gone = False
         self.last_stream = (None,)    # the last STREAM-SEND header and what it decoded to

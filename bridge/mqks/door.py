@@ -55,7 +55,7 @@ class MqksDoor:
     """Door-wide state: the consumer registry (ids are global across connections)."""
 
     def __init__(self, broker, scheduler, stream="mqks", max_line=1 << 20,
-                 high_water=1 << 20):
+                 high_water=1 << 20, max_event=1024):
         self.broker = broker
         self.traffic = DoorTraffic(DOOR, broker.clock.now)
         self.scheduler = scheduler
@@ -63,6 +63,7 @@ class MqksDoor:
         self._route = self.stream.publish
         self._subjects = {}          # event bytes -> interned str (saves memory per message)
         self.max_line = max_line
+        self.max_event = max_event   # longer events are refused (docs/limits.md)
         self.high_water = high_water
         self.consumers = {}          # consumer id (bytes) -> Consumer
         self.connections = set()
@@ -106,14 +107,18 @@ class MqksDoor:
     def publish(self, conn, req_id, data, confirm):
         event, body = parse_publish(data)
         conn.traffic.messages_in += 1
-        self.publish_plain(conn, req_id, event, body)
-        if confirm:
+        if self.publish_plain(conn, req_id, event, body) is not False and confirm:
             conn.write(ok(req_id))
 
     def publish_plain(self, conn, req_id, event, body):
-        """The hot path: one Message, relayable raw tail, routed by exact subject."""
+        """The hot path: one Message, relayable raw tail, routed by exact subject.
+        False when the event is refused (too long; checked only when it is new)."""
         subject = self._subjects.get(event)
         if subject is None:
+            if len(event) > self.max_event:
+                self.fail(conn, req_id, "event longer than %d bytes" % self.max_event,
+                          event[:200])
+                return False
             subject = self._subject(event)
         self._route(_message(req_id, subject, body, conn.client.id, event))
 
@@ -320,6 +325,7 @@ def build(config, broker, scheduler, reactor):
     """The MQKS door and one listener per configured endpoint."""
     settings = config["mqks"]
     door = MqksDoor(broker, scheduler, stream=settings["stream"],
-                    max_line=settings["max_line"], high_water=settings["high_water"])
+                    max_line=settings["max_line"], high_water=settings["high_water"],
+                    max_event=int(settings["max_event"]))
     factory = DoorFactory(MqksConnection, door)
     return door, [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]

@@ -7,10 +7,16 @@ text, a search never starts at the end of the subject (so an empty subject
 matches nothing unless the pattern starts with ``^``), and both strings stop
 at their first NUL.  Python ``re`` cannot express that in general, so this
 module parses a pattern into the same structure SLRE compiles (including its
-odd cases, e.g. ``ab$*`` repeats the ``b`` after the ``$``) and runs it with a
-small memoised matcher that follows SLRE's matching rules.  Patterns made only
-of single-character steps (the usual ``temp.``, ``^a\\.b*$``) are translated to
-an equivalent Python ``re`` for speed; the tests hold the two paths equal.
+odd cases, e.g. ``ab$*`` repeats the ``b`` after the ``$``) and matches with
+SLRE's rules in time linear in the subject, whatever the pattern: a subscriber
+picks the pattern, every published subject is searched with it on the reactor
+thread, and a backtracking search (SLRE's, or Python ``re``'s on a translated
+pattern) takes exponential time on ``a*a*a*a*b``. Most patterns need no more
+than a text test or a lazy DFA (``Pattern`` says which engine gets which).
+
+google-re2 was measured as the alternative and not taken: it cannot express
+``?`` and ``|`` that never give back, and its Python binding costs 1-1.5 us per
+call on a 22-byte subject where Python ``re`` takes 0.1-0.4 us.
 
 Where SLRE itself has no defined result we choose one:
 - a repeated part that matches without consuming ends its loop (SLRE spins
@@ -58,13 +64,20 @@ class _Item:
         self.kind, self.value, self.loop = kind, value, loop
 
 
+def _single(item):
+    return item.kind == SET or (item.kind == LIT and len(item.value) == 1)
+
+
 class _Block:
     """A run of items ending where SLRE puts an END (piece, branch, program)."""
 
-    __slots__ = ("items", "uid")
+    __slots__ = ("items", "uid", "single")
 
     def __init__(self, items, uid):
         self.items, self.uid = items, uid
+        first = items[0] if len(items) == 1 else None      # one byte test: matched inline
+        self.single = None if first is None or not _single(first) else (
+            first.value if first.kind == SET else frozenset(first.value))
 
 
 class _Broken(Exception):
@@ -228,8 +241,111 @@ def _parse(pattern):
     return program, pattern[:1] == b"^", not parser.unclosed_set
 
 
-def _single(item):
-    return item.kind == SET or (item.kind == LIT and len(item.value) == 1)
+# -- matching ----------------------------------------------------------------------------
+# A search must cost time linear in the subject whatever the pattern: a subscriber chooses
+# the pattern and every published subject is searched with it on the reactor thread.
+
+# Patterns made only of single-character steps become these steps:
+CHAR, REPEAT, OPTION, START, END = range(5)   # x, x* (greedy), x? (keeps what it took), ^, $
+
+
+def _item_steps(item):
+    """One item as single-character steps, or None when it is not that simple."""
+    kind = item.kind
+    if kind == LIT:
+        return [(CHAR, frozenset((byte,))) for byte in item.value]
+    if kind == SET:
+        return [(CHAR, item.value)]
+    if kind == BOL:
+        return [(START, None)]
+    if kind == EOL:
+        return [(END, None)]
+    if (kind == LOOP and item.loop in (STAR, PLUS, QUEST)
+            and len(item.value.items) == 1 and _single(item.value.items[0])):
+        piece = item.value.items[0]
+        members = piece.value if piece.kind == SET else frozenset(piece.value)
+        loop = [(OPTION if item.loop == QUEST else REPEAT, members)]
+        return [(CHAR, members), *loop] if item.loop == PLUS else loop
+    return None
+
+
+def _steps(block):
+    """The block as single-character steps, or None when it has groups, alternatives,
+    lazy loops or loops over more than one character."""
+    steps = []
+    for item in block.items:
+        more = _item_steps(item)
+        if more is None:
+            return None
+        steps.extend(more)
+    return steps
+
+
+MAX_EXPANSIONS = 16         # step sequences one pattern may become
+
+
+def _expand(block):
+    """The block as a union of step sequences, or None. An ``a|b`` inside it becomes one
+    sequence per alternative when SLRE's "the first alternative that matches wins"
+    cannot matter: each alternative is a non-empty run of single bytes or sets with no
+    loop, and no two can start with the same byte, so at most one matches where it
+    stands: ``(temp|rain)x`` is ``tempx`` or ``rainx``."""
+    sequences = [[]]
+    for item in block.items:
+        if item.kind != ALT:
+            more = _item_steps(item)
+            if more is None:
+                return None
+            for sequence in sequences:
+                sequence.extend(more)
+            continue
+        choices = [_steps(alternative) for alternative in item.value]
+        if any(not choice or any(op != CHAR for op, _ in choice) for choice in choices):
+            return None
+        firsts = [choice[0][1] for choice in choices]
+        if sum(map(len, firsts)) != len(frozenset().union(*firsts)):
+            return None
+        if len(sequences) * len(choices) > MAX_EXPANSIONS:
+            return None
+        sequences = [sequence + choice for sequence in sequences for choice in choices]
+    return sequences
+
+
+def _simplify(steps, anchored):
+    """Steps that match the same subjects with the loops a search never needs removed.
+
+    A trailing ``x*`` or ``x?`` always succeeds. In an unanchored search, leading ``x*``
+    loops in front of a step that consumes a byte may as well start later, and ``xx*``
+    at the start matches where its last ``x`` does: so ``.*x`` is the text ``x``.
+    """
+    steps = list(steps)
+    while steps and steps[-1][0] in (REPEAT, OPTION):
+        steps.pop()
+    if not anchored:
+        first = 0
+        while first < len(steps) and steps[first][0] == REPEAT:
+            first += 1
+        if first < len(steps) and steps[first][0] == CHAR:
+            del steps[:first]
+            while len(steps) > 1 and steps[1][0] == REPEAT and steps[1][1] <= steps[0][1]:
+                del steps[1]
+    return steps
+
+
+def _literal(steps, anchored):
+    """(kind, text) when the steps only test for a text: "exact" (``^text$``), "prefix"
+    (``^text``), "suffix" (``text$``) or "contains" (``text``; "" = any non-empty subject)."""
+    start = bool(steps) and steps[0][0] == START
+    body = steps[start:]
+    end = bool(body) and body[-1][0] == END
+    if end:
+        body = body[:-1]
+    if any(op != CHAR or len(members) != 1 for op, members in body):
+        return None
+    text = bytes(next(iter(members)) for _, members in body)
+    if not text and (start and not anchored or end and not start):
+        return None        # "(^)", "$": they differ on "", where an unanchored search never starts
+    return ("exact" if end else "prefix") if start else ("suffix" if end else "contains"), text
 
 
 def _set_regex(members):
@@ -239,173 +355,431 @@ def _set_regex(members):
     return b"[" + b"".join(re.escape(bytes((m,))) for m in members) + b"]"
 
 
-_SUFFIX = {STAR: b"*", PLUS: b"+", QUEST: b"?+"}
+_REGEX_STEP = {CHAR: b"", REPEAT: b"*", OPTION: b"?+"}
 
 
-def _translate(program, anchored):
-    """An equivalent Python regex, or None when SLRE's rules could differ."""
-    out = [] if anchored else [b"(?=.)"]   # SLRE never starts a search at the end
-    for item in program.items:
-        if item.kind == LIT:
-            out.append(re.escape(item.value))
-        elif item.kind == SET:
-            out.append(_set_regex(item.value))
-        elif item.kind == BOL:
+def _regex(steps, anchored):
+    """A Python regex for the steps when its backtracking search is linear in the subject:
+    no ``x*`` at all (every try costs at most one pass over the steps, ``?+`` never gives
+    back), or one ``x*`` in a pattern tried at offset 0 only. Else None."""
+    loops = sum(op == REPEAT for op, _ in steps)
+    if loops > (1 if anchored else 0):
+        return None
+    out = [] if anchored else [b"(?=.)"]       # SLRE never starts a search at the end
+    for op, members in steps:
+        if op == START:
             out.append(b"\\A")
-        elif item.kind == EOL:
+        elif op == END:
             out.append(b"\\Z")
-        elif item.kind == LOOP and item.loop in _SUFFIX and len(item.value.items) == 1 \
-                and _single(item.value.items[0]):
-            piece = item.value.items[0]
-            atom = re.escape(piece.value) if piece.kind == LIT else _set_regex(piece.value)
-            out.append(atom + _SUFFIX[item.loop])
         else:
-            return None
+            out.append(_set_regex(members) + _REGEX_STEP[op])
     return re.compile(b"".join(out), re.DOTALL)
 
 
-class _Run:
-    """One search of one subject: SLRE's matcher, memoised per (block, item, offset).
+MAX_DFA_STATES = 64         # cached states per pattern (a 256-byte row each); then start over
+_UNBUILT = 255              # a transition not computed yet (state numbers stay below it)
+_MATCH = 0                  # the DFA state "matched already": absorbing
 
-    Results are offsets: ``n >= 0`` matched up to ``n``; ``~n`` failed with the
-    offset left at ``n`` (SLRE's lazy loops resume from there).
+
+class _Dfa:
+    """A lazily built DFA over single-character steps: one table lookup per subject byte.
+
+    A state is the set of steps the pattern may stand before at the current offset (plus
+    the first step at every offset of an unanchored search). SLRE's ``x?`` takes its byte
+    whenever it can and never gives it back, so what a state does depends only on the next
+    byte: exactly what a DFA transition knows. Rows are built on first use and at most
+    MAX_DFA_STATES are kept (a pattern like ``.*a.....`` has exponentially many), so a
+    pattern's DFA never holds more than 16 KiB and each byte costs at most one pass over
+    the steps.
     """
 
-    __slots__ = ("s", "memo")
+    __slots__ = ("steps", "anchored", "ids", "sets", "rows", "ends", "first")
 
-    def __init__(self, subject):
-        self.s = subject
-        self.memo = {}
+    def __init__(self, steps, anchored):
+        self.steps = steps
+        self.anchored = anchored
+        self._reset()
 
-    def run(self, block, i, ofs):
-        key = (block.uid, i, ofs)
-        result = self.memo.get(key)
-        if result is None:
-            result = self.memo[key] = self._run(block, i, ofs)
+    def _reset(self):
+        self.ids, self.sets, self.rows, self.ends = {}, [], [], []
+        self.first = bytearray([_UNBUILT]) * 256    # transitions from offset 0
+        self._intern(None)                    # _MATCH
+        self.rows[_MATCH] = bytearray([_MATCH]) * 256
+        self.ends[_MATCH] = True
+
+    def _intern(self, states):
+        number = self.ids.get(states)
+        if number is None:
+            number = self.ids[states] = len(self.sets)
+            self.sets.append(states)
+            self.rows.append(bytearray([_UNBUILT]) * 256)
+            self.ends.append(None)
+        return number
+
+    def _close(self, states, byte, at_start):
+        """Follow every step that consumes nothing, knowing the next byte (None: the end):
+        None when the pattern has matched, else the steps standing after `byte`."""
+        steps, last = self.steps, len(self.steps)
+        after, seen, todo = set(), set(), list(states)
+        while todo:
+            i = todo.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            if i == last:
+                return None
+            op, members = steps[i]
+            if op == CHAR:
+                if byte is not None and byte in members:
+                    after.add(i + 1)
+            elif op == REPEAT:
+                todo.append(i + 1)
+                if byte is not None and byte in members:
+                    after.add(i)
+            elif op == OPTION:
+                if byte is not None and byte in members:
+                    after.add(i + 1)
+                else:
+                    todo.append(i + 1)
+            elif op == START:
+                if at_start:
+                    todo.append(i + 1)
+            elif byte is None:                # END
+                todo.append(i + 1)
+        return frozenset(after)
+
+    def _target(self, closed):
+        """The number of the state `closed` (None: matched); False as the second value
+        when the cache had to start over, which renumbers every state."""
+        if closed is None:
+            return _MATCH, True
+        number = self.ids.get(closed)
+        if number is not None:
+            return number, True
+        if len(self.sets) >= MAX_DFA_STATES:
+            self._reset()
+            return self._intern(closed), False
+        return self._intern(closed), True
+
+    def _fill(self, state, byte):
+        """Build (and keep) the transition from `state` on `byte` at an offset > 0."""
+        states = self.sets[state]
+        if not self.anchored:
+            states = states | {0}              # an unanchored search starts at every offset
+        target, kept = self._target(self._close(states, byte, False))
+        if kept:
+            self.rows[state][byte] = target
+        return target
+
+    def _start(self, byte):
+        target, _ = self._target(self._close((0,), byte, True))
+        self.first[byte] = target
+        return target
+
+    def search(self, s):
+        if not s:
+            return self.anchored and self._close((0,), None, True) is None
+        state = self.first[s[0]]
+        if state == _UNBUILT:
+            state = self._start(s[0])
+        rows = self.rows
+        for byte in s[1:]:
+            target = rows[state][byte]
+            if target == _UNBUILT:
+                target = self._fill(state, byte)
+                rows = self.rows
+            state = target
+        end = self.ends[state]
+        if end is None:
+            end = self.ends[state] = self._close(self.sets[state], None, False) is None
+        return end
+
+
+def _first(block):
+    """(bytes a match of the block can start with, whether it can match empty), for the
+    block read as an ordinary regex (``?`` and ``|`` that may give back, loops of any
+    count): that matches whatever SLRE matches, so its first bytes are a safe filter."""
+    first, empty = set(), True
+    for item in block.items:
+        kind = item.kind
+        if kind == SET:
+            first |= item.value
+            return frozenset(first), False
+        if kind == LIT:
+            first.add(item.value[0])
+            return frozenset(first), False
+        if kind == ALT:
+            parts = [_first(alternative) for alternative in item.value]
+            for part, _ in parts:
+                first |= part
+            if not any(part_empty for _, part_empty in parts):
+                return frozenset(first), False
+        elif kind == LOOP:
+            part, part_empty = _first(item.value)
+            first |= part
+            if item.loop in (PLUS, PLUSQ) and not part_empty:
+                return frozenset(first), False
+    return frozenset(first), empty
+
+
+class _Columns:
+    """SLRE's own matcher (groups, ``|``, lazy loops) as dynamic programming over offsets.
+
+    What SLRE answers at an item of a block depends only on the offset: the offset the
+    block's match ends at (``n >= 0``), or ``~n`` for a failure at offset ``n`` (SLRE's
+    lazy loops resume from there). Each item's answers for every offset of the subject
+    form a column, computed from the columns of the items after it and of its pieces and
+    alternatives at the same or later offsets; so the columns are filled item by item,
+    pieces and later items first, each offset once: time and memory are
+    (items + 1) x (subject + 1), whatever the pattern, with no recursion.
+
+    A greedy loop's answer at an offset is the last offset its iterations reach after
+    which the rest of the block matches; a lazy loop's is the first such iteration,
+    resuming after a failure where the rest failed. Both follow from the same answer at
+    the offset the next iteration starts from, which is larger: right to left, one pass.
+    """
+
+    __slots__ = ("order", "columns", "top", "anchored", "others")
+
+    def __init__(self, program, anchored):
+        self.order = []                  # (item, column, next column, piece/alternatives)
+        self.columns = 0
+        self.anchored = anchored
+        self.top = self._block(program)
+        first, empty = _first(program)
+        # Bytes no match can start with (None: a match may be empty): a subject with none
+        # of the others, or an anchored one that starts with one, is answered at once.
+        self.others = None if empty else bytes(sorted(_BYTES - first))
+
+    def _block(self, block):
+        """Plan a block's columns (its last first); returns its first item's column."""
+        column = self._new()                         # the end of the block: offsets as-is
+        self.order.append((None, column, None, None))
+        for item in reversed(block.items):
+            nxt, column = column, self._new()
+            if item.kind == ALT:
+                parts = [self._block(alternative) for alternative in item.value]
+            elif item.kind == LOOP:
+                piece = item.value
+                parts = piece.single if piece.single is not None else self._block(piece)
+            else:
+                parts = None
+            self.order.append((item, column, nxt, parts))
+        return column
+
+    def _new(self):
+        self.columns += 1
+        return self.columns - 1
+
+    def search(self, s):
+        others = self.others
+        if others is not None:
+            if self.anchored:
+                if not s or s[0] in others:
+                    return False
+            elif not s.translate(None, others):
+                return False
+        n = len(s)
+        offsets = range(n + 1)
+        columns = [None] * self.columns
+        for item, column, nxt, parts in self.order:
+            if item is None:
+                columns[column] = list(offsets)
+                continue
+            after, kind = columns[nxt], item.kind
+            if kind == SET:
+                members = item.value
+                result = [after[o + 1] if s[o] in members else ~o for o in range(n)]
+                result.append(~n)
+            elif kind == LIT:
+                text, size = item.value, len(item.value)
+                result = [after[o + size] if s.startswith(text, o) else ~o for o in offsets]
+            elif kind == BOL:
+                result = [~o for o in offsets]
+                result[0] = after[0]
+            elif kind == EOL:
+                result = [~o for o in offsets]
+                result[n] = after[n]
+            elif kind == ALT:
+                result = self._alternatives([columns[c] for c in parts], after, n)
+            else:
+                result = self._loop(item.loop, self._piece(s, parts, columns), after, n)
+            columns[column] = result
+        answers = columns[self.top]
+        if self.anchored:
+            return answers[0] >= 0
+        return any(answers[o] >= 0 for o in range(n))
+
+    @staticmethod
+    def _piece(s, parts, columns):
+        """One iteration of the loop's piece from each offset."""
+        if type(parts) is int:
+            return columns[parts]
+        n = len(s)
+        result = [o + 1 if s[o] in parts else ~o for o in range(n)]
+        result.append(~n)
         return result
 
-    def _run(self, block, i, ofs):
-        s, items = self.s, block.items
-        while i < len(items):
-            item = items[i]
-            kind = item.kind
-            if kind == SET:
-                if ofs >= len(s) or s[ofs] not in item.value:
-                    return ~ofs
-                ofs += 1
-            elif kind == LIT:
-                if not s.startswith(item.value, ofs):
-                    return ~ofs
-                ofs += len(item.value)
-            elif kind == BOL:
-                if ofs:
-                    return ~ofs
-            elif kind == EOL:
-                if ofs != len(s):
-                    return ~ofs
-            elif kind == ALT:
-                for alternative in item.value:
-                    result = self.run(alternative, 0, ofs)
-                    if result >= 0:
-                        break
-                if result < 0:
-                    return result
-                ofs = result
-            else:
-                ofs = self._loop(block, i, item, ofs)
-                if ofs < 0:
-                    return ofs
-            i += 1
-        return ofs
+    @staticmethod
+    def _alternatives(alternatives, after, n):
+        """The first alternative that matches wins; else the last one's failure."""
+        result = []
+        for o in range(n + 1):
+            for column in alternatives:
+                end = column[o]
+                if end >= 0:
+                    break
+            result.append(after[end] if end >= 0 else end)
+        return result
 
-    def _loop(self, block, i, item, ofs):
-        piece, kind = item.value, item.loop
+    @staticmethod
+    def _loop(kind, piece, after, n):
+        result = [0] * (n + 1)
         if kind == QUEST:
-            result = self.run(piece, 0, ofs)
-            return result if result >= 0 else ofs
-        if kind in (PLUS, PLUSQ):
-            ofs = self.run(piece, 0, ofs)
-            if ofs < 0:
-                return ofs
-        if kind in (STAR, PLUS):
-            matched = ofs
-            while True:
-                end = self.run(piece, 0, ofs)
-                if end < 0:
-                    return matched
-                if self.run(block, i + 1, end) >= 0:
-                    matched = end
-                if end == ofs:
-                    return matched
-                ofs = end
-        saved = ofs
-        while True:
-            end = self.run(piece, 0, ofs)
+            for o in range(n + 1):
+                end = piece[o]
+                result[o] = after[end if end >= 0 else o]
+            return result
+        found = [None] * (n + 1)     # the loop's answer from an iteration starting at o
+        greedy = kind in (STAR, PLUS)
+        for o in range(n, -1, -1):
+            end = piece[o]
             if end < 0:
-                return saved
-            saved = end
-            rest = self.run(block, i + 1, end)
-            if rest >= 0:
-                return saved
-            if ~rest == ofs:
-                return saved
-            ofs = ~rest
+                here = None
+            elif greedy:
+                if end == o:
+                    here = end if after[end] >= 0 else None
+                else:
+                    here = found[end]
+                    if here is None and after[end] >= 0:
+                        here = end
+            else:
+                rest = after[end]
+                if rest >= 0 or ~rest == o:
+                    here = end
+                else:
+                    here = found[~rest]
+                    if here is None:
+                        here = end
+            found[o] = here
+            if kind in (PLUS, PLUSQ):
+                if end < 0:
+                    result[o] = end
+                    continue
+                start = end
+            else:
+                start = o
+            answer = found[start]
+            result[o] = after[start if answer is None else answer]
+        return result
+
+
+_TEXT_TESTS = {
+    "exact": lambda text: text.__eq__,
+    "prefix": lambda text: lambda s: s.startswith(text),
+    "suffix": lambda text: lambda s: s.endswith(text),
+    "contains": lambda text: (lambda s: text in s) if text else bool,
+}
+
+
+def _compile_steps(steps, anchored):
+    """(engine name, test of a NUL-free subject, (kind, text) or None) for the steps."""
+    if anchored and (not steps or steps[0][0] != START):
+        steps = [(START, None), *steps]     # "^a|b": b too is tried at offset 0 only
+    steps = _simplify(steps, anchored)
+    found = _literal(steps, anchored)
+    if found is not None:
+        return "literal", _TEXT_TESTS[found[0]](found[1]), found
+    regex = _regex(steps, anchored)
+    if regex is not None:
+        return "regex", regex.match if anchored else regex.search, None
+    return "dfa", _Dfa(steps, anchored).search, None
+
+
+def _alternatives(program):
+    """The step sequences of a program that is one top-level ``a|b|c``: nothing follows
+    it, so SLRE's "first alternative wins" cannot change the answer and the search is
+    any alternative's search (each alternative may itself expand, see _expand)."""
+    if len(program.items) != 1 or program.items[0].kind != ALT:
+        return None
+    sequences = []
+    for alternative in program.items[0].value:
+        more = _expand(alternative)
+        if more is None or len(sequences) + len(more) > MAX_EXPANSIONS:
+            return None
+        sequences.extend(more)
+    return sequences
+
+
+MAX_SUBJECT = 1024          # bytes of subject a pattern that is not plain text looks at
 
 
 class Pattern:
-    """A compiled zrex pattern; ``search`` tells whether a subject matches."""
+    """A compiled zrex pattern; ``search(subject)`` tells whether a subject matches.
 
-    __slots__ = ("pattern", "valid", "_program", "_anchored", "_regex", "search")
+    Each pattern gets the cheapest engine that keeps SLRE's rules and is linear in the
+    subject: a plain text test ("literal"), a Python regex whose backtracking is provably
+    linear ("regex"), a lazy DFA for the other single-character patterns ("dfa"), the same
+    per alternative of a top-level ``a|b`` ("alternatives"), or the memoised SLRE matcher
+    for the rest: groups, nested ``|``, lazy loops ("slre").
 
-    def __init__(self, pattern):
+    Subjects longer than ``max_subject`` bytes match only plain-text patterns (those cost
+    one C-level scan); the others would cost up to tens of microseconds per byte. Malamute
+    subjects are at most 255 bytes: only other doors' subjects are ever that long.
+
+    ``key`` identifies what the pattern matches (equal keys, equal answers) and ``literal``
+    is ``(kind, text)`` when it is a plain text test of the subject cut at its first NUL
+    (kinds as in ``_literal``), else None: a stream groups and indexes readers by them.
+    """
+
+    __slots__ = ("pattern", "valid", "key", "literal", "engine", "max_subject", "_program",
+                 "_anchored", "_test")
+
+    def __init__(self, pattern, max_subject=MAX_SUBJECT):
         raw = pattern.encode("utf-8", "surrogateescape") if isinstance(pattern, str) else bytes(pattern)
         self.pattern = pattern
-        self._program, self._anchored, self.valid = _parse(raw)
-        self._regex = _translate(self._program, self._anchored)
-        if not self._program.items:
-            self.search = self._search_empty
-        elif self._regex is None:
-            self.search = self._search_slre
-        elif self._anchored:
-            self.search = self._search_anchored_regex
+        program, anchored, self.valid = _parse(raw)
+        self._program, self._anchored = program, anchored
+        self.literal = None
+        self.max_subject = max_subject
+        sequences = _expand(program)
+        if sequences is None:
+            sequences = _alternatives(program)
+        if sequences is not None and len(sequences) == 1:
+            self.engine, self._test, found = _compile_steps(sequences[0], anchored)
+            if found is not None:
+                self.max_subject = None
+                try:
+                    self.literal = (found[0], found[1].decode("utf-8"))
+                except UnicodeDecodeError:
+                    pass
+        elif sequences is not None:
+            tests = [_compile_steps(steps, anchored)[1] for steps in sequences]
+            self.engine, self._test = "alternatives", lambda s: any(test(s) for test in tests)
         else:
-            self.search = self._search_regex
+            self.engine, self._test = "slre", _Columns(program, anchored).search
+        self.key = (raw.split(b"\0", 1)[0], self.max_subject)
 
     def __repr__(self):
         return "zrex.Pattern(%r)" % (self.pattern,)
 
-    @staticmethod
-    def _subject(subject):
+    def search(self, subject):
+        """Whether the pattern matches the subject (``str`` or ``bytes``) as SLRE would."""
         if isinstance(subject, str):
             subject = subject.encode("utf-8", "surrogateescape")
         nul = subject.find(0)
-        return subject if nul < 0 else subject[:nul]
+        if nul >= 0:
+            subject = subject[:nul]
+        if self.max_subject is not None and len(subject) > self.max_subject:
+            return False
+        return bool(self._test(subject))
 
-    def _search_empty(self, subject):
-        return bool(self._subject(subject))
-
-    def _search_regex(self, subject):
-        return self._regex.search(self._subject(subject)) is not None
-
-    def _search_anchored_regex(self, subject):
-        return self._regex.match(self._subject(subject)) is not None
-
-    def _search_slre(self, subject):
-        s = self._subject(subject)
-        run = _Run(s)
-        if self._anchored:
-            return run.run(self._program, 0, 0) >= 0
-        return any(run.run(self._program, 0, start) >= 0 for start in range(len(s)))
-
-    def search_slre(self, subject):
-        """Always use the SLRE matcher (the tests compare it with ``search``)."""
-        return self._search_slre(subject)
 
 
 @lru_cache(maxsize=4096)
-def compile(pattern):
+def compile(pattern, max_subject=MAX_SUBJECT):
     """Compile (and cache) a zrex pattern given as ``str`` or ``bytes``."""
-    return Pattern(pattern)
+    return Pattern(pattern, max_subject)
 
 
 def valid(pattern):

@@ -5,7 +5,17 @@ A mask is literal except `*`, which stands for any run of non-dot bytes
 that contain a dot.  Because `*` never crosses a dot, a mask matches exactly
 when it has the same number of dot-separated segments as the event and each
 segment matches on its own; so no regular expression is needed.
+
+One rebind may carry thousands of masks against a queue bound to thousands of
+events, so masks are indexed: `*`-free masks are a set, the others are filed
+by segment count and first segment, and only masks that could match an event
+are tried on it. Masks whose first segment has a `*` must be tried on every
+event with their segment count; a rebind that would need more than
+MAX_MASK_TESTS such tries is refused (MqksArgumentError) before anything changes.
 """
+from mqksbridge.protocols.mqks.requests import MqksArgumentError
+
+MAX_MASK_TESTS = 200_000     # mask-against-event tries one rebind may need
 
 
 def _segment_match(pattern, segment):
@@ -45,7 +55,33 @@ def apply_rebind(current, replace=(), remove=(), remove_masks=(), add=()):
     events = set(replace) if replace else set(current)
     events.difference_update(remove)
     if remove_masks:
-        events = {e for e in events
-                  if not any(mask_match(m, e) for m in remove_masks)}
+        events -= _masked(events, remove_masks)
     events.update(add)
     return events
+
+
+def _masked(events, masks):
+    """The events some mask matches (each a dotted event: see mask_match)."""
+    exact, by_first, scanned = set(), {}, {}
+    for mask in set(masks):
+        if b'*' not in mask:
+            exact.add(mask)
+            continue
+        patterns = mask.split(b'.')
+        if b'*' in patterns[0]:
+            scanned.setdefault(len(patterns), []).append(patterns)
+        else:
+            by_first.setdefault((len(patterns), patterns[0]), []).append(patterns)
+    dotted = [(e, e.split(b'.')) for e in events if b'.' in e]
+    tries = sum(len(scanned.get(len(segments), ())) for _, segments in dotted)
+    if tries > MAX_MASK_TESTS:
+        raise MqksArgumentError('too many masks with a leading * for this queue\'s events')
+    masked = set()
+    for event, segments in dotted:
+        candidates = by_first.get((len(segments), segments[0]), [])
+        candidates = candidates + scanned.get(len(segments), []) if candidates else \
+            scanned.get(len(segments), ())
+        if event in exact or any(all(map(_segment_match, patterns, segments))
+                                 for patterns in candidates):
+            masked.add(event)
+    return masked

@@ -15,6 +15,18 @@ bool and None constants.  Anything else raises EvalError.
 
 The reply is the Python 3 `str()` of the result (so `5`, `e1 e2`,
 `['a', 'b']`), UTF-8 encoded, and may not contain a newline.
+
+Cost is bounded by construction, not by watching the clock: the grammar has no
+loops (no comprehensions, lambdas or repetition), so every node is evaluated
+at most once, and every operation whose cost grows with its operands (`+` of
+sequences, `join`, `str`, `sorted`, `list`, `min`/`max`/`sum`, comparisons,
+slices, reading a stats view) is charged that cost *before* it runs, against a
+budget of MAX_WORK units (one unit: a node, an element or a character). Past
+the budget, or when a value it would build exceeds MAX_VALUE, the expression
+is refused. Building a value costs at least its size, so memory is bounded by
+the budget too. A unit costs at most about 40 ns (the costliest is walking
+containers in Python, charged per element and character), so an expression
+finishes within about 0.2 s whatever it is.
 """
 
 import ast
@@ -25,7 +37,8 @@ from collections.abc import Mapping
 MAX_EXPRESSION = 8192        # bytes of source
 MAX_DEPTH = 100              # nesting of the expression tree
 MAX_INT_BITS = 256           # keeps integer arithmetic cheap
-MAX_SEQUENCE = 1 << 20       # length of strings/lists built by `+`
+MAX_VALUE = 1 << 20          # characters/elements of any value the expression builds
+MAX_WORK = 5_000_000         # units of work per expression (see the module docstring)
 MAX_REPLY = 1 << 20          # characters of the reply
 
 
@@ -74,13 +87,62 @@ def _number(value):
     return value
 
 
+def _size(value, limit):
+    """An upper bound on the length of `str(value)` (and on the work of walking or
+    comparing it), or `limit + 1` as soon as it is past `limit`: walks at most
+    `limit` elements. Types we cannot bound count as too large."""
+    total, todo = 0, [value]
+    while todo:
+        value = todo.pop()
+        kind = type(value)
+        if kind is str:
+            total += (len(value) + value.count('\\') + value.count("'") if value.isprintable()
+                      else 10 * len(value)) + 2      # repr: escapes take up to 10 chars
+        elif kind is int or kind is bool:
+            total += value.bit_length() // 3 + 6
+        elif kind is float or value is None:
+            total += 24
+        elif kind in (list, tuple, set, frozenset):
+            total += 2 + 2 * len(value)
+            if total <= limit:
+                todo.extend(value)
+        elif isinstance(value, Mapping):
+            total += 2 + 4 * len(value)
+            if total <= limit:
+                todo.extend(value.items())
+        elif kind is Namespace:
+            total += 12 + sum(len(key) + 1 for key in value._attrs)
+        else:
+            return limit + 1
+        if total > limit:
+            return limit + 1
+    return total
+
+
 class _Evaluator:
     def __init__(self, names):
         self.names = names
+        self.work = 0
+        self.views = {}              # (id of a Namespace, attribute) -> value: computed once
+
+    def charge(self, units):
+        """Account for `units` of work before doing it; refuse past MAX_WORK."""
+        self.work += units
+        if self.work > MAX_WORK:
+            raise EvalError('expression needs too much work')
+
+    def measure(self, value, limit=MAX_VALUE):
+        """`_size(value)`, charged (walking costs as much); refuse past `limit`."""
+        size = _size(value, min(limit, MAX_WORK - self.work))
+        self.charge(size)
+        if size > limit:
+            raise EvalError('value too large')
+        return size
 
     def eval(self, node, depth):
         if depth > MAX_DEPTH:
             raise EvalError('expression nested too deeply')
+        self.charge(1)
         handler = _HANDLERS.get(type(node))
         if handler is None:
             raise EvalError('%s is not allowed' % type(node).__name__)
@@ -100,16 +162,25 @@ class _Evaluator:
         owner = self.eval(node.value, depth)
         if not isinstance(owner, Namespace) or node.attr.startswith('_'):
             raise EvalError('attribute %r is not allowed' % node.attr)
+        key = (id(owner), node.attr)
+        if key in self.views:
+            return self.views[key]
         try:
-            return owner._attrs[node.attr]
+            value = owner._attrs[node.attr]       # a stats view costs its size to compute
         except KeyError:
             raise EvalError('unknown attribute %r' % node.attr) from None
+        self.charge(len(value) if hasattr(value, '__len__') else 1)
+        self.views[key] = value
+        return value
 
     def subscript(self, node, depth):
         owner = self.eval(node.value, depth)
         if not isinstance(owner, _SUBSCRIPTABLE):
             raise EvalError('%s is not subscriptable here' % type(owner).__name__)
-        return owner[self.eval(node.slice, depth)]
+        index = self.eval(node.slice, depth)
+        if type(index) is slice and not isinstance(owner, Mapping):
+            self.charge(len(range(*index.indices(len(owner)))))   # a slice copies
+        return owner[index]
 
     def slice_(self, node, depth):
         bounds = [None if part is None else self.eval(part, depth)
@@ -127,12 +198,46 @@ class _Evaluator:
             function, least, most = _FUNCTIONS[func.id]
             if len(args) < least or (most is not None and len(args) > most):
                 raise EvalError('wrong number of arguments to %s' % func.id)
+            self._charge_call(func.id, args)
             return _number(function(*args))
         if (isinstance(func, ast.Attribute) and func.attr == 'join'
                 and isinstance(func.value, ast.Constant)
                 and type(func.value.value) is str and len(args) == 1):
-            return func.value.value.join(args[0])
+            return self.join(func.value.value, args[0])
         raise EvalError('this call is not allowed')
+
+    def _charge_call(self, name, args):
+        if name == 'len' or not args:
+            return
+        if name in ('str', 'int'):
+            self.measure(args[0])
+            return
+        if len(args) > 1:                        # min, max of the arguments
+            self.measure(args)
+            return
+        value = args[0]                           # sorted, list, min, max, sum: its elements
+        if hasattr(value, '__len__'):
+            count = len(value)
+            if count > MAX_VALUE:
+                raise EvalError('value too large')
+            self.charge(count)
+            self.measure(tuple(value) if isinstance(value, Mapping) else value, MAX_WORK)
+            if name == 'sorted':
+                self.charge(count * count.bit_length())
+
+    def join(self, separator, iterable):
+        """`separator.join(iterable)`, its size checked before it is built."""
+        if not hasattr(iterable, '__len__') or len(iterable) > MAX_VALUE:
+            raise EvalError('value too large')
+        self.charge(len(iterable))
+        parts = list(iterable)
+        if not all(type(part) is str for part in parts):
+            raise EvalError('join needs strings')
+        size = sum(map(len, parts)) + len(separator) * max(len(parts) - 1, 0)
+        if size > MAX_VALUE:
+            raise EvalError('value too large')
+        self.charge(size)
+        return separator.join(parts)
 
     def binop(self, node, depth):
         op = _BINARY.get(type(node.op))
@@ -140,8 +245,9 @@ class _Evaluator:
             raise EvalError('operator %s is not allowed' % type(node.op).__name__)
         left, right = self.eval(node.left, depth), self.eval(node.right, depth)
         if op is operator.add and type(left) is type(right) and type(left) in (str, list, tuple):
-            if len(left) + len(right) > MAX_SEQUENCE:
+            if len(left) + len(right) > MAX_VALUE:
                 raise EvalError('result too large')
+            self.charge(len(left) + len(right))
         elif not (isinstance(left, (int, float)) and isinstance(right, (int, float))):
             raise EvalError('arithmetic needs numbers')
         return _number(op(left, right))
@@ -164,12 +270,19 @@ class _Evaluator:
         left = self.eval(node.left, depth)
         for op, right_node in zip(node.ops, node.comparators):
             right = self.eval(right_node, depth)
+            if type(op) in (ast.In, ast.NotIn):
+                self.measure(left)               # hashed, or compared with each element
+                if isinstance(right, (list, tuple, str)):
+                    self.measure(right)
+            elif type(op) not in (ast.Is, ast.IsNot):
+                self.measure(left, MAX_WORK)     # walked (and compared) element by element
+                self.measure(right, MAX_WORK)
             if not _COMPARE[type(op)](left, right):
                 return False
             left = right
         return True
 
-    def list_display(self, node, depth):
+    def list_display(self, node, depth):       # its nodes were charged: no extra cost
         return [self.eval(item, depth) for item in node.elts]
 
     def tuple_display(self, node, depth):
@@ -204,8 +317,11 @@ def safe_eval(expression, names):
 
 def eval_reply(expression, names):
     """The `_eval` reply payload: UTF-8 `str()` of the result; raise EvalError."""
+    result = safe_eval(expression, names)
+    if _size(result, MAX_REPLY) > MAX_REPLY:
+        raise EvalError('reply too large')
     try:
-        text = str(safe_eval(expression, names))
+        text = str(result)
     except EvalError:
         raise
     except Exception as exc:  # a view object whose __str__ fails

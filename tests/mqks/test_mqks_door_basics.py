@@ -54,3 +54,16 @@ async def test_line_over_limit_gets_error_then_close(server):
     assert await c.line() == "p1 ok ok"
     assert ERROR.match(await c.line()).group(1) == "None"
     await c.closed
+
+
+@pytest_twisted.ensureDeferred
+async def test_events_longer_than_max_event_are_refused(server):
+    """Issue 12: mqks.max_event bytes (1024 by default) bound what stream patterns see."""
+    c = await server.mqks()
+    assert await c.request("c1 consume --confirm q " + "e" * 1024) == "c1 ok "
+    c.send("m1 publish " + "e" * 1024 + " fits")
+    assert await c.line() == "c1 ok m1 event=" + "e" * 1024 + " fits"
+    assert ERROR.match(await c.request("m2 publish --confirm " + "e" * 1025 + " x")).group(1) == "m2"
+    assert ERROR.match(await c.request("m3 publish " + "e" * 1025 + " x")).group(1) == "m3"
+    assert await c.request("p1 ping alive") == "p1 ok alive"
+    await c.close()

@@ -1,11 +1,13 @@
 """Rebind masks and the fixed rebind order."""
 
 import re
+import time
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from mqksbridge.protocols.mqks.masks import apply_rebind, mask_match
-from mqksbridge.protocols.mqks.requests import parse_rebind
+from mqksbridge.protocols.mqks.requests import MqksArgumentError, parse_rebind
 
 
 def regex_match(mask, event):
@@ -98,3 +100,26 @@ def test_mqks_rebind_order_independent_of_line_order(current, replace, remove, r
     assert queue == b'q1'
     assert [sorted(a) for a in args] == [sorted(replace), sorted(remove), sorted(remove_masks), sorted(add)]
     assert apply_rebind(current, *args) == fixed_order(current, replace, remove, remove_masks, add)
+
+
+EVENT_PARTS = st.sampled_from([b'a', b'b', b'ab', b'', b'user', b'x'])
+MASK_PARTS = st.sampled_from([b'a', b'*', b'a*', b'*b', b'user', b'', b'x*x'])
+
+
+@given(st.sets(st.lists(EVENT_PARTS, min_size=1, max_size=3).map(b'.'.join), max_size=12),
+       st.lists(st.lists(MASK_PARTS, min_size=1, max_size=3).map(b'.'.join), max_size=6))
+def test_mqks_indexed_masks_equal_one_mask_at_a_time(events, masks):
+    """The mask index (issue 12) removes exactly what trying every mask on every event does."""
+    assert apply_rebind(events, remove_masks=masks) == {
+        e for e in events if not any(regex_match(m, e) for m in masks)}
+
+
+def test_mqks_masks_times_events_are_bounded():
+    """2,000 masks against 20,000 events took 38 s; literal first segments are now an index
+    lookup, and leading-* masks past MAX_MASK_TESTS tries are refused before any change."""
+    events = {b'ev.%d.x' % i for i in range(20_000)}
+    started = time.thread_time()
+    assert apply_rebind(events, remove_masks=[b'm%d.*.y' % i for i in range(2000)]) == events
+    assert time.thread_time() - started < 2.0
+    with pytest.raises(MqksArgumentError):
+        apply_rebind(events, remove_masks=[b'*m%d.*.x' % i for i in range(2000)])

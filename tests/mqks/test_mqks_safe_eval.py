@@ -1,7 +1,9 @@
 """The `_eval` evaluator: the expressions MQKS tools send work, attacks fail."""
 
+import time
+
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from mqksbridge.protocols.mqks.safe_eval import (
     MAX_EXPRESSION, EvalError, Namespace, eval_reply, safe_eval)
@@ -125,3 +127,82 @@ def test_mqks_eval_arbitrary_bytes(expression):
         eval_reply(expression, names())
     except EvalError:
         pass
+
+
+# -- the work budget (issue 12): bounded by construction, checked by the clock --------
+
+def big_names():
+    queues = {f'queue.{i}': i for i in range(100_000)}
+    return {'state': Namespace({'queues': queues, 'events': {'q': set(queues)},
+                                'numbers': list(range(100_000))}),
+            'request': {'client': 'c'}, 'WORKERS': 1, 'WORKER': 0}
+
+
+def timed(expression, names):
+    start = time.thread_time()
+    try:
+        result = ('ok', eval_reply(expression, names))
+    except EvalError as exc:
+        result = ('error', str(exc))
+    return time.thread_time() - start, result
+
+
+A = "'" + 'a' * 1500 + "'"
+BOMBS = [
+    f"len({A}.join({A}.join({A})))",              # 3.4 GB, 12 s before the budget
+    f"{A}.join({A}.join({A}))",
+    "str(" + "[" * 90 + "state.queues" + "]" * 90 + ")",
+    "str([" + ", ".join(["state.queues"] * 400) + "])",
+    "sorted(state.queues) + sorted(state.queues) + sorted(state.queues)",
+    "str(state.queues) + str(state.queues)",
+    "sorted(list(str(sorted(state.queues))))",
+    "' '.join(str(state.numbers))",
+    " == ".join(["[state.numbers]"] * 8),
+    "max(str(state.events))",
+    "len(" + " + ".join(["sorted(state.numbers)"] * 30) + ")",
+]
+
+
+@pytest.mark.parametrize('expression', BOMBS)
+def test_mqks_eval_bombs_are_refused_before_they_cost(expression):
+    elapsed, (outcome, _) = timed(expression, big_names())
+    assert outcome == "error" and elapsed < 1.0
+
+
+def test_mqks_eval_large_but_affordable_answers_still_work():
+    names = big_names()
+    assert eval_reply('len(state.queues)', names) == b'100000'
+    assert eval_reply("sorted(state.queues)[:2]", names) == b"['queue.0', 'queue.1']"
+    assert eval_reply("'queue.7' in state.queues", names) == b'True'
+    assert eval_reply('sum(state.numbers[:1000])', names) == b'499500'
+
+
+LEAVES = st.sampled_from([
+    'state.queues', 'state.numbers', 'state.events', "state.events['q']", 'WORKERS',
+    "request['client']", A, "'ab'", '7', '2.5', '[1, 2]', "('x', 'y')", 'None',
+])
+
+
+def _grow(children):
+    one, two = children, st.tuples(children, children)
+    return st.one_of(
+        two.map(lambda p: f'({p[0]} + {p[1]})'), two.map(lambda p: f'({p[0]} * {p[1]})'),
+        two.map(lambda p: f'[{p[0]}, {p[1]}]'), two.map(lambda p: f'({p[0]} == {p[1]})'),
+        two.map(lambda p: f'({p[0]} in {p[1]})'), two.map(lambda p: f'({p[0]} < {p[1]})'),
+        one.map(lambda e: f'{A}.join({e})'), one.map(lambda e: f"' '.join({e})"),
+        one.map(lambda e: f'str({e})'), one.map(lambda e: f'sorted({e})'),
+        one.map(lambda e: f'list({e})'), one.map(lambda e: f'max({e})'),
+        one.map(lambda e: f'sum({e})'), one.map(lambda e: f'len({e})'),
+        one.map(lambda e: f'{e}[1:]'), one.map(lambda e: f'({e} or {e})'),
+    )
+
+
+EXPRESSIONS = st.recursive(LEAVES, _grow, max_leaves=12)
+NAMES = big_names()
+
+
+@settings(max_examples=80, deadline=None)
+@given(EXPRESSIONS)
+def test_mqks_eval_any_expression_stays_within_its_budget(expression):
+    elapsed, _ = timed(expression, NAMES)
+    assert elapsed < 1.0, expression
