@@ -20,7 +20,8 @@ from mqksbridge.protocols.malamute import codec
 def broker(request, tmp_path):
     endpoint = "tcp://127.0.0.1:*" if request.param == "tcp" else "ipc://%s" % (tmp_path / "m.ipc")
     top, _, _, listeners = build(config.load(overrides={
-        "mqks": {"listen": []}, "twino": {"listen": []}, "malamute": {"listen": [endpoint]}}),
+        "mqks": {"listen": []}, "twino": {"listen": []}, "admin": {"listen": []},
+        "malamute": {"listen": [endpoint]}}),
         reactor)
     top.startService()
     listener = listeners["malamute"][0]
