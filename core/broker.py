@@ -6,6 +6,7 @@ from mqksbridge.core.channel import Channel
 from mqksbridge.core.flow import Flow
 from mqksbridge.core.mailbox import Mailbox
 from mqksbridge.core.queue import Queue
+from mqksbridge.core.storage import StorageBarrier
 from mqksbridge.core.stream import Stream
 
 
@@ -22,6 +23,7 @@ class Broker:
         self.channels = {}
         self.clients = {}
         self.counters = Counter()
+        self.storage = StorageBarrier()  # durable records -> confirmations (core.storage)
         self._listeners = []
         self._sweep = None
 
