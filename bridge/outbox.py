@@ -15,9 +15,17 @@ Direct writes render what is deferred first, so output keeps its order.
 Pausing the client only at the mark, not whenever the transport is full, matters: the
 transport reports full after nearly every large turn (it writes on the next poll), and a
 client paused then makes every message read in between take the queue's backlog path.
+
+A failure while making or handing over one connection's output (a converter bug in
+`render`, a transport that raises) costs that connection only: it is logged, the
+connection is closed (`lose`, by default the transport's loseConnection) and every other
+connection on the turn's list is still flushed.
 """
-from zope.interface import implementer
 from twisted.internet.interfaces import IPushProducer
+from twisted.logger import Logger
+from zope.interface import implementer
+
+log = Logger(namespace="mqksbridge.outbox")
 
 
 class FlushScheduler:
@@ -39,16 +47,21 @@ class FlushScheduler:
         while self._dirty:
             dirty, self._dirty = self._dirty, []
             for outbox in dirty:
-                outbox.flush()
+                try:
+                    outbox.flush()
+                except Exception:
+                    outbox.failed()
 
 
 @implementer(IPushProducer)
 class Outbox:
     """Per-connection pending output; registered as the transport's push producer."""
 
-    def __init__(self, transport, scheduler, client, high_water=256 * 1024, render=None):
+    def __init__(self, transport, scheduler, client, high_water=256 * 1024, render=None,
+                 lose=None):
         self.transport = transport
         self.render = render             # deferred items -> bytes (see defer)
+        self.lose = lose or transport.loseConnection   # closes this connection (failed)
         self.deferred = []
         self.scheduler = scheduler
         self.client = client
@@ -85,8 +98,13 @@ class Outbox:
             self.client.pause()
 
     def _render(self):
+        """Deferred items to bytes; runs inside whatever wrote (often another client's
+        publish), so a render that raises is this connection's failure, not the writer's."""
         items, self.deferred = self.deferred, []
-        self.parts.append(self.render(items))
+        try:
+            self.parts.append(self.render(items))
+        except Exception:
+            self.failed()
 
     def flush(self):
         self.dirty = False
@@ -94,6 +112,8 @@ class Outbox:
             return                       # resumeProducing flushes
         if self.deferred:
             self._render()
+            if self.closed:
+                return                   # the render failed
         if self.parts:
             data = b"".join(self.parts) if len(self.parts) > 1 else self.parts[0]
             self.parts = []
@@ -116,6 +136,21 @@ class Outbox:
             self.pending = 0
         self.closed = True
 
+    def failed(self):
+        """Called inside an `except`: log the failure, drop what is pending, stop feeding
+        this connection (its client is paused, so queues keep their messages for others)
+        and close it. Its manual-ack messages go back to their queues when it is gone."""
+        peer = self.transport.getPeer()
+        log.failure("output for {peer} failed; that connection is closed", peer=peer)
+        self.closed = True
+        self.parts, self.deferred, self.pending = [], [], 0
+        if not self.client.paused:
+            self.client.pause()
+        try:
+            self.lose()
+        except Exception:
+            log.failure("closing {peer} failed", peer=peer)
+
     # IPushProducer: the transport's own buffer is full / drained.
     def pauseProducing(self):
         self.transport_paused = True
@@ -123,7 +158,10 @@ class Outbox:
 
     def resumeProducing(self):
         self.transport_paused = False
-        self.flush()
+        try:
+            self.flush()
+        except Exception:
+            self.failed()
 
     def stopProducing(self):
         self.closed = True

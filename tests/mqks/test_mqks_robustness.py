@@ -10,6 +10,7 @@
 """
 import re
 import socket
+from collections import deque
 
 import pytest
 import pytest_twisted
@@ -17,6 +18,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from twisted.logger import globalLogPublisher
 
+from mqksbridge.bridge.convert import mqks as convert_mqks
+from mqksbridge.protocols.malamute import codec
 from tests.support.lines import sleep
 
 REPLY = re.compile(r"^[^ ]* (ok .*|error \d{20}[0-9a-zA-Z]{4})$", re.S)
@@ -208,3 +211,33 @@ async def test_fast_publisher_is_paced_to_a_slow_consumer(server):
     assert peak[0] <= flow.limit + one_read, peak
     assert list(c.lines) == [b"f ok m%d event=flow-e %s" % (n, body) for n in range(total)]
     assert await p.request("done ping x") == "done ok x"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_conversion_that_raises_costs_its_connection_not_the_others(
+        server, failure_log, monkeypatch):
+    """Foreign messages reach MQKS consumers through Outbox.defer and are converted when
+    the turn's output is flushed, every connection in one pass: a converter bug for one
+    connection closes that connection, and the others flushed in the same pass get their
+    lines, then and later (before, they stayed marked dirty and never got output again)."""
+    real = convert_mqks.deliveries
+
+    def picky(items):
+        if any(prefix.startswith(b"bad ") for prefix, _, _ in items):
+            raise ValueError("a converter bug")
+        return real(items)
+    monkeypatch.setattr(convert_mqks, "deliveries", picky)
+    bad, good, p = await server.mqks(), await server.mqks(), await server.mqks()
+    assert await bad.request("bad consume --confirm conv-bad conv-e") == "bad ok "
+    assert await good.request("good consume --confirm conv-good conv-e") == "good ok "
+    writer = await server.malamute_raw("conv-writer")
+    assert await writer.call(codec.StreamWrite("mqks")) == codec.Ok()
+    writer.send(codec.StreamSend("conv-e", (b"foreign",)))
+    line = await good.line(10)
+    assert line.startswith("good ok ") and " event=conv-e," in line and line.endswith(" foreign")
+    await bad.closed
+    assert bad.lines == deque() and len(failure_log.failures) == 1
+    assert failure_log.failures[0].check(ValueError)
+    p.send("m2 publish conv-e plain")
+    assert await good.line(10) == "good ok m2 event=conv-e plain"
+    failure_log.failures.clear()

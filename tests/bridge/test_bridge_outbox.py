@@ -1,0 +1,115 @@
+"""The Outbox and its FlushScheduler on StringTransports and a task.Clock: one connection's
+failing output costs that connection, never the others on the same turn."""
+import pytest
+from twisted.internet import task
+from twisted.internet.testing import StringTransport
+from twisted.logger import globalLogPublisher
+
+from mqksbridge.bridge.outbox import FlushScheduler, Outbox
+from mqksbridge.core import Client
+
+
+def joined(items):
+    return b"".join(items)
+
+
+def broken(items):
+    raise ValueError("a converter bug")
+
+
+@pytest.fixture
+def failures():
+    """Failures logged while the test runs (log.failure events)."""
+    seen = []
+
+    def observer(event):
+        if event.get("log_failure") is not None:
+            seen.append(event["log_failure"])
+    globalLogPublisher.addObserver(observer)
+    yield seen
+    globalLogPublisher.removeObserver(observer)
+
+
+class Turn:
+    """Outboxes sharing one scheduler on a task.Clock; `run()` is one reactor turn."""
+
+    def __init__(self):
+        self.clock = task.Clock()
+        self.scheduler = FlushScheduler(self.clock)
+
+    def outbox(self, name, render=joined, **kwargs):
+        transport = StringTransport()
+        client = Client(name, "test")
+        return Outbox(transport, self.scheduler, client, render=render, **kwargs), transport
+
+    def run(self):
+        self.clock.advance(0)
+
+
+def test_a_render_that_raises_costs_only_its_connection(failures):
+    turn = Turn()
+    before, before_t = turn.outbox("before")
+    bad, bad_t = turn.outbox("bad", broken)
+    after, after_t = turn.outbox("after")
+    before.write(b"1")
+    bad.defer(b"x", 1)
+    after.write(b"2")
+    turn.run()
+    assert before_t.value() == b"1" and after_t.value() == b"2"
+    assert bad_t.disconnecting and bad_t.value() == b"" and bad.closed
+    assert bad.client.paused                 # the core stops handing it messages
+    assert len(failures) == 1 and failures[0].check(ValueError)
+    # the next turn flushes the others as usual: nobody is left marked dirty
+    before.write(b"3")
+    after.defer(b"4", 1)
+    turn.run()
+    assert before_t.value() == b"13" and after_t.value() == b"24"
+    assert not turn.scheduler._dirty and turn.scheduler._call is None
+
+
+def test_a_transport_that_raises_costs_only_its_connection(failures):
+    turn = Turn()
+    bad, bad_t = turn.outbox("bad")
+    good, good_t = turn.outbox("good")
+
+    def write(data):
+        raise OSError("a transport bug")
+    bad_t.write = write
+    bad.write(b"lost")
+    good.write(b"kept")
+    turn.run()
+    assert good_t.value() == b"kept" and bad_t.disconnecting
+    assert len(failures) == 1 and failures[0].check(OSError)
+
+
+def test_a_write_that_renders_first_does_not_raise_into_the_writer(failures):
+    """A direct write renders what is deferred first, inside whoever wrote (a delivery
+    during another client's publish): the failure stays with this connection."""
+    turn = Turn()
+    bad, bad_t = turn.outbox("bad", broken)
+    bad.defer(b"x", 1)
+    bad.write(b"reply")                      # must not raise here
+    bad.close()
+    turn.run()
+    assert bad_t.value() == b"" and bad_t.disconnecting
+    assert len(failures) == 1
+
+
+def test_a_failing_render_closes_through_the_given_callback(failures):
+    turn = Turn()
+    closed = []
+    bad, bad_t = turn.outbox("bad", broken, lose=lambda: closed.append(True))
+    bad.defer(b"x", 1)
+    turn.run()
+    assert closed == [True] and not bad_t.disconnecting
+
+
+def test_a_render_failing_on_resume_costs_only_that_connection(failures):
+    turn = Turn()
+    bad, bad_t = turn.outbox("bad", broken)
+    bad.pauseProducing()
+    bad.defer(b"x", 1)
+    turn.run()                               # the transport is full: nothing rendered yet
+    assert not failures
+    bad.resumeProducing()                    # the transport calls this when it drains
+    assert bad_t.disconnecting and len(failures) == 1
