@@ -1,8 +1,9 @@
 """`twistd mqksbridge`: options and the service tree (broker + each door's listeners,
 the admin endpoint), stopped in order by bridge.shutdown.BridgeService.
 
-Each door module exposes `build(config, broker, scheduler, reactor) -> (door, services)`;
-adding a door means adding it to DOORS, a section to config.DEFAULTS and a flag here.
+Each door module exposes `build(config, broker, scheduler, reactor, clock) -> (door,
+services)`; adding a door means adding it to DOORS, a section to config.DEFAULTS and a
+flag here. `reactor` is for I/O (listeners, the per-turn flush), `clock` for time.
 """
 import gc
 import importlib
@@ -15,7 +16,7 @@ from twisted.python import usage
 
 from mqksbridge.bridge import admin as admin_endpoint
 from mqksbridge.bridge import config as configuration
-from mqksbridge.bridge.clock import ReactorClock
+from mqksbridge.bridge.clock import ReactorClock, periodic
 from mqksbridge.bridge.logs import json_observer, log_file
 from mqksbridge.bridge.outbox import FlushScheduler
 from mqksbridge.bridge.shutdown import BridgeService
@@ -102,49 +103,51 @@ class Options(usage.Options):
         return result
 
 
-class BrokerService(service.Service):
-    """Runs the broker's periodic sweep while the application runs, and tunes the cyclic
-    garbage collector for a broker's heap: at Python's default (a young collection every
-    700 allocations) the collector rescans queued messages thousands of times a second,
-    a quarter of a busy broker's time."""
+class GcTuning(service.Service):
+    """Tunes the cyclic garbage collector for a broker's heap when the application starts:
+    at Python's default (a young collection every 700 allocations) the collector rescans
+    queued messages thousands of times a second, a quarter of a busy broker's time."""
 
-    def __init__(self, broker, gc_threshold=None):
-        self.broker = broker
+    def __init__(self, gc_threshold=None):
         self.gc_threshold = gc_threshold
 
     def startService(self):
         super().startService()
         if self.gc_threshold:
             gc.set_threshold(*self.gc_threshold)
-        self.broker.start()
-
-    def stopService(self):
-        self.broker.stop()
-        return super().stopService()
 
 
-def build(config, reactor=None):
+def build(config, reactor=None, clock=None):
     """The service tree for a configuration; returns (MultiService, broker, doors, listeners).
 
-    `listeners` maps a door name to its listener services (each has `.ready`/`.port`).
+    `listeners` maps a door name to its services, listeners first (each has
+    `.ready`/`.port`). `clock` (an IReactorTime, default the reactor) is the time of the
+    broker and every door: tests pass a task.Clock.
     """
     if reactor is None:
         from twisted.internet import reactor
+    if clock is None:
+        clock = reactor
     top = BridgeService(reactor, config["broker"]["shutdown_timeout"])
     settings = config["broker"]
-    broker = Broker(ReactorClock(reactor), sweep_interval=settings["sweep_interval"],
-                    flow_limit=settings["flow_limit"] or None,
+    broker = Broker(ReactorClock(clock), flow_limit=settings["flow_limit"] or None,
                     flow_max_hold=settings["flow_max_hold"])
-    BrokerService(broker, config["broker"]["gc_threshold"]).setServiceParent(top)
+    GcTuning(settings["gc_threshold"]).setServiceParent(top)
+    # Periodic work has one form: bridge/ owns it as TimerServices on the injected clock
+    # (bridge.clock.periodic; a step that fails is logged and runs again next time). The
+    # core only offers tick(now) methods, and keeps its clock's call_later for rare
+    # one-off timers (delete-when-unused). The doors' sweeps come with their services.
+    periodic(settings["sweep_interval"], broker.tick, clock, "broker sweep").setServiceParent(top)
     scheduler = FlushScheduler(reactor)
     doors, listeners = {}, {}
     for name in DOORS:
         module = importlib.import_module(f"mqksbridge.bridge.{name}")
-        doors[name], listeners[name] = module.build(config, broker, scheduler, reactor)
+        doors[name], listeners[name] = module.build(config, broker, scheduler, reactor, clock)
         for svc in listeners[name]:
             svc.setServiceParent(top)
     top.doors, top.scheduler, top.broker = doors, scheduler, broker
-    top.admin, services = admin_endpoint.build(config, broker, doors, listeners, reactor)
+    top.admin, services = admin_endpoint.build(config, broker, doors, listeners, reactor,
+                                               clock)
     listeners["admin"] = [svc for svc in services if hasattr(svc, "ready")]
     for svc in services:
         svc.setServiceParent(top)

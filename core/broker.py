@@ -1,5 +1,7 @@
 """The broker: one namespace per kind (streams, queues, mailboxes, channels), shared by
-every door, plus the connected clients and one periodic sweep for time-based work."""
+every door, plus the connected clients. Time-based work (ack timeouts, expiry, flow holds)
+happens in tick(now), which whoever runs the broker calls periodically (bridge/ does, from
+a TimerService on its clock): the core never schedules periodic work itself."""
 from collections import Counter
 
 from mqksbridge.core.channel import Channel
@@ -11,12 +13,10 @@ from mqksbridge.core.stream import Stream
 
 
 class Broker:
-    def __init__(self, clock, *, mailbox_limit=None, sweep_interval=1.0, flow_limit=None,
-                 flow_max_hold=1.0):
+    def __init__(self, clock, *, mailbox_limit=None, flow_limit=None, flow_max_hold=1.0):
         self.clock = clock
         self.flow = Flow(clock, flow_limit, flow_max_hold)
         self.mailbox_limit = mailbox_limit
-        self.sweep_interval = sweep_interval
         self.queues = {}
         self.streams = {}
         self.mailboxes = {}
@@ -25,30 +25,24 @@ class Broker:
         self.counters = Counter()
         self.storage = StorageBarrier()  # durable records -> confirmations (core.storage)
         self._listeners = []
-        self._sweep = None
 
-    # -- lifecycle -----------------------------------------------------------------------
-    def start(self):
-        """Begin the periodic sweep (ack timeouts, expiry)."""
-        if self._sweep is None:
-            self._sweep = self.clock.call_later(self.sweep_interval, self._sweep_once)
+    # -- time ----------------------------------------------------------------------------
+    def tick(self, now=None):
+        """Ack timeouts, expiry and flow holds, up to `now` (default: the clock's now).
 
-    def stop(self):
-        if self._sweep is not None and self._sweep.active():
-            self._sweep.cancel()
-        self._sweep = None
-
-    def _sweep_once(self):
-        self._sweep = self.clock.call_later(self.sweep_interval, self._sweep_once)
-        self.tick()
-
-    def tick(self):
-        now = self.clock.now()
-        self.flow.tick(now)
-        for queue in list(self.queues.values()):
-            queue.tick(now)
-        for mailbox in list(self.mailboxes.values()):
-            mailbox.tick(now)
+        Every queue and mailbox is ticked even when one raises (a door callback's bug
+        would otherwise stop expiry for the rest, every time): the failures are raised
+        together afterwards, as one ExceptionGroup, for the caller to log."""
+        if now is None:
+            now = self.clock.now()
+        errors = []
+        for part in (self.flow, *self.queues.values(), *self.mailboxes.values()):
+            try:
+                part.tick(now)
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise ExceptionGroup("broker tick", errors)
 
     # -- events (Twino notifications, admin views) ---------------------------------------
     def subscribe(self, listener):

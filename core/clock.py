@@ -1,7 +1,8 @@
 """The injected clock: the only way the core learns the time or schedules anything.
 
-The bridge adapts the Twisted reactor to this interface; tests use FakeClock. Timers are
-for rare events (delete-when-unused, sweeps), never one per message.
+The bridge adapts its injected Twisted clock to this interface; tests use FakeClock.
+Timers are for rare one-off events (delete-when-unused), never one per message; periodic
+work is not scheduled here at all: whoever runs the broker calls Broker.tick(now).
 """
 import heapq
 import itertools

@@ -3,9 +3,10 @@
 `build` is the entry point, called by bridge.service once the doors exist.
 """
 from mqksbridge.bridge.admin.metrics import Metrics
-from mqksbridge.bridge.admin.sampler import Sampler, SamplerService
+from mqksbridge.bridge.admin.sampler import Sampler
 from mqksbridge.bridge.admin.view import AdminView
 from mqksbridge.bridge.admin.web import site
+from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.listeners import ListenerService
 
 
@@ -27,6 +28,6 @@ def build(config, broker, doors, listeners, reactor, clock=None):
                      interval=settings["sample_interval"], node=config["twino"]["node"])
     metrics = Metrics(view)
     factory = site(view, metrics)
-    services = [SamplerService(sampler, settings["sample_interval"])]
+    services = [periodic(settings["sample_interval"], sampler.sample, clock, "admin sampler")]
     services += [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
     return Admin(view, sampler, metrics, factory), services

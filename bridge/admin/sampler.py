@@ -1,4 +1,4 @@
-"""Rates from counter deltas, sampled once per interval by one LoopingCall.
+"""Rates from counter deltas, sampled once per interval (a bridge.clock.periodic service).
 
 The doors and the core only ever increment integers; this turns them into per-second
 rates (doors, queues, streams, door-to-door flows) and keeps a short history per door for
@@ -6,9 +6,6 @@ the dashboard's charts. Its cost is one pass over the queues and connections per
 never anything per message.
 """
 from collections import deque
-
-from twisted.application import service
-from twisted.internet import task
 
 HISTORY = 120                        # samples kept per door (two minutes at 1/s)
 
@@ -73,22 +70,3 @@ class Sampler:
         self._doors, self._queues, self._streams = doors, queues, streams
         self.at = now
         self.samples += 1
-
-
-class SamplerService(service.Service):
-    """Runs the sampler every `interval` seconds on the given clock while running."""
-
-    def __init__(self, sampler, interval):
-        self.sampler = sampler
-        self.loop = task.LoopingCall(sampler.sample)
-        self.loop.clock = sampler.clock
-        self.interval = interval
-
-    def startService(self):
-        super().startService()
-        self.loop.start(self.interval, now=True)
-
-    def stopService(self):
-        if self.loop.running:
-            self.loop.stop()
-        return super().stopService()

@@ -9,9 +9,9 @@ ERROR 300/500, PONG and the three DELIVERs (specs/malamute.md, "Broker semantics
 import itertools
 from collections import Counter
 
-from twisted.application import internet
 from twisted.logger import Logger
 
+from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.convert.malamute import (deliver_header, mailbox_message, mailbox_prefix,
                                      service_message, service_prefix, stream_message,
                                      stream_prefix, stream_raw)
@@ -385,7 +385,7 @@ class MalamuteDoor:
             self.losses.clear()
 
 
-def build(config, broker, scheduler, reactor):
+def build(config, broker, scheduler, reactor, clock):
     """The Malamute door: one ZMTP ROUTER listening on every configured ZeroMQ endpoint,
     and the session expiry sweep (last, so a door's first service is a listener)."""
     settings = config["malamute"]
@@ -401,11 +401,9 @@ def build(config, broker, scheduler, reactor):
     door.transport = ZmtpRouter(scheduler, door.received_all, door.lost,
                                 high_water=int(settings["high_water"]),
                                 max_message=int(settings["max_message_size"]),
-                                traffic=DoorTraffic(DOOR, reactor.seconds))
+                                traffic=DoorTraffic(DOOR, clock.seconds))
     door.traffic = door.transport.traffic
-    if not settings["listen"]:
-        return door, []
-    sweep = internet.TimerService(float(settings["check_interval"]), door.sweep)
-    sweep.clock = reactor
+    sweep = periodic(float(settings["check_interval"]), door.sweep, clock,
+                     "malamute session expiry sweep")
     return door, [*(ZmqListener(reactor, endpoint, door.transport)
                     for endpoint in settings["listen"]), sweep]

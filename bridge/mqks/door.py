@@ -321,8 +321,9 @@ class MqksConnection(protocol.Protocol):
         self.door.disconnected(self)
 
 
-def build(config, broker, scheduler, reactor):
-    """The MQKS door and one listener per configured endpoint."""
+def build(config, broker, scheduler, reactor, clock):
+    """The MQKS door and one listener per configured endpoint (its timers are the core's:
+    delete-when-unused)."""
     settings = config["mqks"]
     door = MqksDoor(broker, scheduler, stream=settings["stream"],
                     max_line=settings["max_line"], high_water=settings["high_water"],

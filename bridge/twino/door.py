@@ -6,10 +6,10 @@ client sees and where we deliberately differ from a 3.7.2 server. The work is sp
 queues (data path), ops (operations 601-663), direct (client to client), events
 (subscriptions), routers (0x17 and bindings).
 """
-from twisted.application import service
-from twisted.internet import protocol, task
+from twisted.internet import protocol
 from twisted.logger import Logger
 
+from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.convert.twino import wire_id
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
@@ -34,16 +34,15 @@ log = Logger(namespace="mqksbridge.twino")
 class TwinoDoor:
     """Door-wide state: settings, live connections, the keep-alive sweep, frame dispatch."""
 
-    def __init__(self, broker, scheduler, reactor, settings):
+    def __init__(self, broker, scheduler, clock, settings):
         self.broker = broker
         self.scheduler = scheduler
-        self.reactor = reactor
         self.settings = settings
-        self.clock = reactor.seconds
-        self.started = reactor.seconds()
+        self.clock = clock.seconds   # the injected clock (bridge.clock): now, in seconds
+        self.started = clock.seconds()
         self.node_id = new_id()
         self.connections = set()
-        self.traffic = DoorTraffic(DOOR, reactor.seconds)
+        self.traffic = DoorTraffic(DOOR, clock.seconds)
         self.current_ack = None     # (consumer, ack frame) while a consumer ack is settled
         self.queues = TwinoQueues(self)
         self.direct = TwinoDirect(self)
@@ -261,28 +260,11 @@ class TwinoConnection(protocol.Protocol):
         self.door.disconnected(self)
 
 
-class KeepAliveService(service.Service):
-    """Runs the door's one periodic sweep while the application runs."""
-
-    def __init__(self, door):
-        self.door = door
-        self.loop = task.LoopingCall(door.sweep)
-        self.loop.clock = door.reactor
-
-    def startService(self):
-        super().startService()
-        self.loop.start(self.door.settings["check_interval"], now=False)
-
-    def stopService(self):
-        if self.loop.running:
-            self.loop.stop()
-        return super().stopService()
-
-
-def build(config, broker, scheduler, reactor):
+def build(config, broker, scheduler, reactor, clock):
     """The Twino door, one listener per configured endpoint, and its keep-alive sweep."""
     settings = config["twino"]
-    door = TwinoDoor(broker, scheduler, reactor, settings)
+    door = TwinoDoor(broker, scheduler, clock, settings)
     factory = DoorFactory(TwinoConnection, door)
     services = [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
-    return door, services + [KeepAliveService(door)]
+    return door, services + [periodic(settings["check_interval"], door.sweep, clock,
+                                      "twino keep-alive sweep")]

@@ -37,8 +37,13 @@ def clock():
 
 @pytest.fixture
 def broker(clock):
+    """A broker ticked every second of the fake clock, as bridge/ ticks the real one."""
     broker = Broker(clock, flow_limit=LIMIT, flow_max_hold=1.0)
-    broker.start()
+
+    def sweep():
+        clock.call_later(1.0, sweep)
+        broker.tick()
+    clock.call_later(1.0, sweep)
     return broker
 
 

@@ -325,13 +325,40 @@ def test_message_expiry_in_sweep(broker):
     assert [e.message.id for e in q.entries] == ["2"] and q.expired == 1
 
 
-def test_periodic_sweep_uses_the_clock(broker):
+def test_tick_takes_the_time_given_or_the_clock_s(broker):
     q = broker.queue("x")
     q.put_message(msg(1, expires_at=broker.clock.now() + 1.5))
-    broker.start()
-    broker.clock.advance(2.5)
+    q.put_message(msg(2, expires_at=broker.clock.now() + 3))
+    broker.tick(broker.clock.now() + 2)
+    assert [e.message.id for e in q.entries] == ["2"]
+    broker.clock.advance(3)
+    broker.tick()
     assert len(q) == 0
-    broker.stop()
+
+
+def test_tick_reaches_every_queue_when_one_raises(broker):
+    """A queue whose tick raises (here an observer with a bug, told of an expiry) does
+    not keep the queues after it from expiring and timing out acks: the failures come out
+    together, once every queue and mailbox had its tick."""
+    from mqksbridge.core import Entry
+
+    def buggy(event, entry, consumer, reason):
+        raise KeyError("an observer bug")
+    first, second = broker.queue("first"), broker.queue("second", ack_timeout=1)
+    first.put(Entry(msg(1, expires_at=broker.clock.now() + 1), observer=buggy))
+    c, sink = consumer(broker, second, "c", manual=True)
+    second.put_message(msg(2))
+    box = broker.mailbox("box")
+    box.send(msg(3, expires_at=broker.clock.now() + 1))
+    broker.clock.advance(2)
+    with pytest.raises(ExceptionGroup) as raised:
+        broker.tick()
+    assert [type(e) for e in raised.value.exceptions] == [KeyError]
+    assert first.expired == 1 and len(first) == 0
+    assert sink.got == [("2", 0), ("2", 1)]          # the ack timeout requeued it
+    assert box.expired == 1
+    broker.clock.advance(2)
+    broker.tick()                                      # nothing left to fail
 
 
 def test_stream_readers_exclude_writer_and_double_match(broker):

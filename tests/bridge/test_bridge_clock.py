@@ -1,0 +1,79 @@
+"""bridge.clock: periodic work as TimerServices on the injected clock, and the service tree
+built on a task.Clock (every sweep moves only when the clock does)."""
+from twisted.internet import task
+from twisted.logger import globalLogPublisher
+
+from mqksbridge.bridge import config as configuration
+from mqksbridge.bridge.clock import ReactorClock, periodic
+from mqksbridge.bridge.service import build
+from mqksbridge.core import Message
+
+NO_LISTENERS = {"mqks": {"listen": []}, "malamute": {"listen": []}, "twino": {"listen": []},
+                "admin": {"listen": []}}
+
+
+def test_periodic_runs_on_its_clock_from_start_to_stop():
+    clock, calls = task.Clock(), []
+    timer = periodic(2.0, lambda: calls.append(clock.seconds()), clock, "test")
+    timer.startService()
+    clock.pump([1] * 5)
+    assert calls == [0, 2, 4]
+    timer.stopService()
+    clock.pump([1] * 10)
+    assert calls == [0, 2, 4] and not clock.getDelayedCalls()
+
+
+def test_a_periodic_step_that_raises_is_logged_and_the_next_one_runs():
+    """A bare LoopingCall stops for good when its call raises; ours logs and goes on."""
+    clock, calls, failures = task.Clock(), [], []
+
+    def work():
+        calls.append(clock.seconds())
+        if len(calls) == 2:
+            raise RuntimeError("a sweep bug")
+
+    def observer(event):
+        if event.get("log_failure") is not None:
+            failures.append(event["log_failure"])
+    globalLogPublisher.addObserver(observer)
+    try:
+        timer = periodic(1.0, work, clock, "test")
+        timer.startService()
+        clock.pump([1] * 3)
+    finally:
+        globalLogPublisher.removeObserver(observer)
+    timer.stopService()
+    assert calls == [0, 1, 2, 3]
+    assert len(failures) == 1 and failures[0].check(RuntimeError)
+
+
+def test_reactor_clock_shows_an_injected_clock_to_the_core():
+    clock, fired = task.Clock(), []
+    core = ReactorClock(clock)
+    clock.advance(7)
+    core.call_later(1.5, fired.append, "x")
+    assert core.now() == 7
+    clock.advance(1.5)
+    assert fired == ["x"]
+
+
+def test_the_service_tree_keeps_the_time_of_its_clock():
+    """build(config, clock=task.Clock()): the broker's sweep, and every timer, run on it."""
+    clock = task.Clock()
+    config = configuration.load(overrides=NO_LISTENERS)
+    top, broker, doors, listeners = build(config, clock=clock)
+    top.startService()
+    try:
+        queue = broker.queue("q")
+        queue.put_message(Message("1", "s", (b"x",), expires_at=clock.seconds() + 1.5))
+        unused = broker.queue("u", when_unused=3)
+        unused._maybe_delete_unused()
+        clock.advance(1)
+        assert len(queue) == 1 and "u" in broker.queues
+        clock.advance(1)                     # the sweep at 2 s expires it
+        assert len(queue) == 0 and queue.expired == 1
+        clock.advance(1)                     # the one-off timer on the same clock
+        assert "u" not in broker.queues
+    finally:
+        top.stopService()
+    assert not clock.getDelayedCalls()       # every periodic service stopped with the tree
