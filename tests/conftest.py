@@ -1,20 +1,24 @@
 """Shared fixtures: a real broker in the test reactor, listening on loopback."""
 import pytest
 import pytest_twisted
-from twisted.internet import defer, reactor
+from twisted.internet import defer, reactor, task
 
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.service import build
 from tests.support.lines import LineClient
 from tests.support.malamute import AsyncMalamute, RawPeer
 from tests.support.twino import AsyncTwino
+from tests.support.wire import Harness
 
 __all__ = ["LineClient"]
 
 
 class RunningBroker:
     """The real service tree of bridge.service.build, every door on an ephemeral
-    loopback port; `port(door)` tells where a door listens."""
+    loopback port; `port(door)` tells where a door listens.
+
+    Its time is a task.Clock: no timer fires (sweeps, keep-alive, expiry, ack timeouts,
+    delete-when-unused) unless a test moves it with `advance`; sockets are real."""
 
     LOOPBACK = {"mqks": "tcp:0:interface=127.0.0.1", "twino": "tcp:0:interface=127.0.0.1",
                 "malamute": "tcp://127.0.0.1:*", "admin": "tcp:0:interface=127.0.0.1"}
@@ -24,10 +28,22 @@ class RunningBroker:
         for door, values in (overrides or {}).items():
             cfg.setdefault(door, {}).update(values)
         self.config = configuration.load(overrides=cfg)
-        self.top, self.broker, self.doors, self.listeners = build(self.config, reactor)
+        self.clock = task.Clock()
+        self.top, self.broker, self.doors, self.listeners = build(self.config, reactor,
+                                                                  self.clock)
         self.twino_clients = []
         self.malamute_peers = []
         self.malamute_clients = []
+
+    def advance(self, seconds, step=None):
+        """Move the broker's time on by `seconds`, in steps no longer than the shortest
+        sweep interval, so every periodic sweep runs as often as it would have."""
+        step = step or min(self.config["broker"]["sweep_interval"],
+                           self.config["twino"]["check_interval"],
+                           self.config["malamute"]["check_interval"])
+        while seconds > 1e-9:
+            self.clock.advance(min(step, seconds))
+            seconds -= step
 
     async def start(self):
         self.top.startService()
@@ -90,3 +106,11 @@ def server():
     pytest_twisted.blockon(defer.ensureDeferred(running.start()))
     yield running
     pytest_twisted.blockon(defer.ensureDeferred(running.stop()))
+
+
+@pytest.fixture
+def harness():
+    """The fast layer (tests.support.wire): every door on StringTransports, a task.Clock."""
+    built = Harness()
+    yield built
+    built.stop()

@@ -125,7 +125,8 @@ class TwinoDoor:
                 if now - conn.opened_at > settings["handshake_timeout"]:
                     conn.close("no handshake in time")
             elif conn.ping_sent is not None:
-                if conn.last_seen > conn.ping_sent:
+                if conn.last_seen >= conn.ping_sent:     # traffic since (a coarse clock
+                    # may not have moved: anything after the PING counts)
                     conn.ping_sent = None
                 elif now - conn.ping_sent > settings["ping_timeout"]:
                     conn.close("no answer to PING")
