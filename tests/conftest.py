@@ -8,7 +8,7 @@ from mqksbridge.bridge.service import build
 from tests.support.lines import LineClient
 from tests.support.malamute import AsyncMalamute, RawPeer
 from tests.support.twino import AsyncTwino
-from tests.support.wire import Harness
+from tests.support.wire import START, Harness
 
 __all__ = ["LineClient"]
 
@@ -29,6 +29,7 @@ class RunningBroker:
             cfg.setdefault(door, {}).update(values)
         self.config = configuration.load(overrides=cfg)
         self.clock = task.Clock()
+        self.clock.advance(START)
         self.top, self.broker, self.doors, self.listeners = build(self.config, reactor,
                                                                   self.clock)
         self.twino_clients = []

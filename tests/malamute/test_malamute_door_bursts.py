@@ -44,7 +44,7 @@ async def requests(worker, n):
     for _ in range(n):
         deliver = await worker.recv()
         got.append((deliver.subject, deliver.tracker, deliver.content))
-    await worker.nothing(0.1)
+    await worker.nothing()
     return got
 
 

@@ -6,14 +6,14 @@ from twisted.internet import defer
 
 from mqksbridge.protocols.malamute import codec
 from tests.conftest import RunningBroker
-from tests.support.malamute import sleep
+from tests.support.waits import until
 
 
-async def drain(client, wait=0.2):
-    out = []
-    while (got := await client.recv(wait)) is not None:
-        out.append(got)
-    return out
+async def drain(client, *senders):
+    """Every delivery `client` has once the broker handled what `senders` sent."""
+    for sender in senders:
+        await sender.ping()
+    return await client.received()
 
 
 @pytest_twisted.ensureDeferred
@@ -24,7 +24,7 @@ async def test_round_robin_among_matching_workers(server):
     client = await server.malamute("client")
     await client.run(lambda c: [c.sendfor("svc", "req.%d" % i, b"x", tracker="t%d" % i)
                                 for i in range(6)])
-    one, two = await drain(w1), await drain(w2)
+    one, two = await drain(w1, client), await drain(w2)
     assert [d.subject for d in one] == ["req.0", "req.2", "req.4"]
     assert [d.subject for d in two] == ["req.1", "req.3", "req.5"]
     assert one[0] == ("SERVICE DELIVER", "svc", "client", "req.0", "t0", (b"x",))
@@ -37,7 +37,7 @@ async def test_unmatched_requests_wait_for_a_new_offer(server):
     client = await server.malamute("client")
     for subject in ("b1", "a1", "c1", "b2"):
         await client.sendfor("svc", subject, b"x")
-    assert [d.subject for d in await drain(worker)] == ["a1"]
+    assert [d.subject for d in await drain(worker, client)] == ["a1"]
     await worker.set_worker("svc", "b")
     assert [d.subject for d in await drain(worker)] == ["b1", "b2"]
     other = await server.malamute("other")
@@ -64,10 +64,11 @@ async def test_vanished_worker_loses_no_waiting_request(server):
     live = await server.malamute("live")
     await live.set_worker("svc", "")
     dead.close()
-    await sleep(0.2)
+    door = server.doors["malamute"]
+    await until(lambda: door.counters["vanished"] == 1, what="the broker to see it gone")
     client = await server.malamute("client")
     await client.run(lambda c: [c.sendfor("svc", "r%d" % i, b"x") for i in range(10)])
-    assert sorted(d.subject for d in await drain(live)) == sorted("r%d" % i for i in range(10))
+    assert sorted(d.subject for d in await drain(live, client)) == sorted("r%d" % i for i in range(10))
     assert server.doors["malamute"].counters["vanished"] == 1
 
 

@@ -1,12 +1,14 @@
 """Malamute sessions over loopback ZeroMQ: expiry, heartbeats, re-open and replay,
-peers that vanish, and many sessions at once."""
+peers that vanish, and many sessions at once. The broker's time is a task.Clock the tests
+advance (test_malamute_door_timers.py has the exact boundaries)."""
 import pytest
 import pytest_twisted
 from twisted.internet import defer
 
 from mqksbridge.protocols.malamute import codec
 from tests.conftest import RunningBroker
-from tests.support.malamute import RawPeer, sleep
+from tests.support.malamute import RawPeer
+from tests.support.waits import until
 
 
 @pytest.fixture
@@ -24,19 +26,19 @@ async def test_silent_sessions_expire_and_pinging_ones_stay(quick):
     await silent.call(codec.ServiceOffer("svc", ""))
     alive = await quick.malamute_raw("alive")
     for _ in range(8):
-        await sleep(0.1)
+        quick.advance(0.1)
         assert await alive.call(codec.ConnectionPing()) == codec.ConnectionPong()
     door = quick.doors["malamute"]
     assert list(door.owners) == ["alive"] and door.counters["expired"] == 1
     assert quick.broker.queues["svc"].consumers == []
-    await silent.nothing(0.05)                   # expiry is silent on the wire
+    await silent.nothing()                       # expiry is silent on the wire
     assert await silent.call(codec.ConnectionPing()) == codec.Error(500, "")
 
 
 @pytest_twisted.ensureDeferred
 async def test_mail_for_an_expired_address_is_stored(quick):
     await quick.malamute_raw("bob")
-    await sleep(0.8)
+    quick.advance(0.8)
     sender = await quick.malamute("alice")
     await sender.sendto("bob", "later", b"1")
     await sender.ping()
@@ -51,7 +53,7 @@ async def test_error_500_then_reopen_and_replay_restores_everything(quick):
     replay = [codec.StreamWrite("out"), codec.StreamRead("in", ""), codec.ServiceOffer("svc", "")]
     for command in replay:
         assert await peer.call(command) == codec.Ok()
-    await sleep(0.8)                              # expired meanwhile
+    quick.advance(0.8)                            # expired meanwhile
     assert await peer.call(codec.ConnectionPing()) == codec.Error(500, "")
     peer.send(codec.ConnectionOpen("worker"), *replay)
     assert [await peer.recv() for _ in range(4)] == [codec.Ok()] * 4
@@ -68,7 +70,8 @@ async def test_client_disconnecting_without_close_is_cleaned_up(server):
     gone = await server.malamute_raw("gone")
     await gone.call(codec.StreamRead("s", ""))
     gone.close()
-    await sleep(0.2)
+    door = server.doors["malamute"]
+    await until(lambda: door.counters["vanished"] == 1, what="the broker to see it gone")
     writer = await server.malamute("writer")
     await writer.set_producer("s")
     await writer.send("x", b"1")                 # the send finds the peer gone

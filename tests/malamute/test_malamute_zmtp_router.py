@@ -18,21 +18,10 @@ from mqksbridge.bridge.malamute.endpoints import EndpointError, ZmqListener, to_
 from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
 from mqksbridge.core.client import Client
 from mqksbridge.protocols.zmtp import codec
+from tests.support.waits import turn, until
 
 
-async def sleep(seconds):
-    await task.deferLater(reactor, seconds, lambda: None)
-
-
-async def until(predicate, timeout=3.0, what="condition"):
-    deadline = reactor.seconds() + timeout
-    while not predicate():
-        if reactor.seconds() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await sleep(0.005)
-
-
-async def recv(sock, timeout=3.0):
+async def recv(sock, timeout=10.0):
     """The next multipart message on a DEALER, polled without blocking the reactor."""
     deadline = reactor.seconds() + timeout
     while True:
@@ -41,7 +30,7 @@ async def recv(sock, timeout=3.0):
         except zmq.Again:
             if reactor.seconds() > deadline:
                 raise TimeoutError("nothing received") from None
-            await sleep(0.002)
+            await task.deferLater(reactor, 0.002, lambda: None)
 
 
 class NoStopReactor:
@@ -286,10 +275,9 @@ async def test_on_gone_fires_once_when_a_dealer_closes(door, dealers):
     rid = d.rid_of(b"leave")
     leave.close(0)
     await until(lambda: d.gone, what="on_gone")
-    await sleep(0.1)
+    await echo(stay, b"stay again")          # the reactor went on: still only once
     assert d.gone == [rid]
     assert rid not in d.router.peers and d.router.send(rid, [b"late"]) is False
-    await echo(stay, b"stay again")
 
 
 @pytest_twisted.ensureDeferred
@@ -324,7 +312,8 @@ async def test_heartbeating_dealer_stays_connected(door, dealers, monkeypatch, a
         await until(lambda: d.gone, timeout=3, what="heartbeat timeout")
         assert d.gone[0] == rid and pongs
         return
-    await sleep(0.8)                         # 4 heartbeat timeouts
+    # libzmq's own timers: 10 PINGs at 40 ms outlast two heartbeat timeouts of 200 ms
+    await until(lambda: len(pongs) >= 10, what="ten heartbeats")
     assert len(pongs) >= 5
     assert d.gone == [] and d.router.peers.get(rid) is conn
     await echo(sock, b"after")
@@ -478,7 +467,7 @@ async def test_slow_dealer_pauses_flow_and_busy_after_high_water(door, dealers):
         assert not d.router.busy(rid)
         assert d.router.send(rid, [b"%d" % sent, payload])
         sent += 1
-        await sleep(0.01)
+        await turn()
     assert client.paused and conn.gate.backlog < high_water   # counted since it filled
     late = Client("c2", "malamute")                      # attached while paused: paused
     d.router.attach_client(rid, late)
@@ -489,7 +478,8 @@ async def test_slow_dealer_pauses_flow_and_busy_after_high_water(door, dealers):
         assert d.router.send(rid, [b"%d" % sent, payload])
         sent += 1
     assert d.router.busy(rid) and conn.gate.backlog == high_water
-    await sleep(0.05)                                    # still full a while later
+    for _ in range(20):                                  # still full turns later
+        await turn()
     assert conn.gate.paused and client.paused and d.router.busy(rid)
     got = [await recv(sock, 5) for _ in range(sent)]     # reading again: all, in order
     assert [m[0] for m in got] == [b"%d" % i for i in range(sent)]

@@ -16,11 +16,12 @@ import pytest
 import pytest_twisted
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from twisted.internet import defer
 from twisted.logger import globalLogPublisher
 
 from mqksbridge.bridge.convert import mqks as convert_mqks
 from mqksbridge.protocols.malamute import codec
-from tests.support.lines import sleep
+from tests.support.waits import until
 
 REPLY = re.compile(r"^[^ ]* (ok .*|error \d{20}[0-9a-zA-Z]{4})$", re.S)
 MAX_LINE = 16 * 1024
@@ -126,14 +127,6 @@ def _connection_of(server, client):
     raise AssertionError("no server-side connection for this client")
 
 
-async def _wait_for(predicate, timeout, what):
-    for _ in range(int(timeout / 0.01)):
-        if predicate():
-            return
-        await sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest_twisted.ensureDeferred
 async def test_slow_consumer_keeps_broker_output_bounded(server):
     total, body = 200_000, b"b" * 100
@@ -159,7 +152,13 @@ async def test_slow_consumer_keeps_broker_output_bounded(server):
 
     conn.outbox.flush = probed_flush
     p.transport.write(b"".join(b"m%d publish slow-e %s\n" % (n, body) for n in range(total)))
-    assert await p.request("done ping all", 120) == "done ok all"
+    done = defer.ensureDeferred(p.request("done ping all", 120))
+    flow = server.broker.flow
+    while not done.called:        # a hold lasts flow_max_hold: let that time pass at once
+        await until(lambda: done.called or flow.held, 120, "a hold or the reply")
+        if flow.held:
+            server.advance(server.config["broker"]["flow_max_hold"])
+    assert await done == "done ok all"
 
     queue = server.broker.queues["slow-q"]
     assert len(queue) >= total // 2, len(queue)      # the queue holds the backlog
@@ -168,12 +167,12 @@ async def test_slow_consumer_keeps_broker_output_bounded(server):
     assert peaks["buffered"] <= 2 * (door.high_water + line_len) + 64 * 1024, peaks
 
     c.transport.resumeProducing()
-    await _wait_for(lambda: len(c.lines) >= total, 120, "all deliveries")
+    await until(lambda: len(c.lines) >= total, 120, "all deliveries")
     expected = [b"slow ok m%d event=slow-e %s" % (n, body) for n in range(total)]
     assert list(c.lines) == expected
     assert len(queue) == 0
     c.lines.clear()
-    await c.nothing(0.1)
+    await c.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -201,7 +200,7 @@ async def test_fast_publisher_is_paced_to_a_slow_consumer(server):
     try:
         p.transport.write(b"".join(b"m%d publish flow-e %s\n" % (n, body)
                                    for n in range(total)))
-        await _wait_for(lambda: len(c.lines) >= total, 120, "all deliveries")
+        await until(lambda: len(c.lines) >= total, 120, "all deliveries")
     finally:
         probe.stop()
         pacer.stop()

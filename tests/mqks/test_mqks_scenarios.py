@@ -12,7 +12,7 @@ import re
 
 import pytest_twisted
 
-from tests.support.lines import sleep
+from tests.support.waits import until
 
 ERROR = re.compile(r"^(\S*) error (\d{20}[0-9a-zA-Z]{4})$")
 CLIENT_ID = re.compile(r"^127\.0\.0\.1:\d+\.[0-9a-zA-Z]{4}$")
@@ -36,11 +36,8 @@ async def drop(server, c):
     port = c.transport.getHost().port
     await c.close()
     door = server.doors["mqks"]
-    for _ in range(500):
-        if not any(conn.transport.getPeer().port == port for conn in door.connections):
-            return
-        await sleep(0.01)
-    raise AssertionError("the broker did not see the disconnect")
+    await until(lambda: not any(conn.transport.getPeer().port == port
+                                for conn in door.connections), what="the disconnect")
 
 
 def received(c):
@@ -71,7 +68,7 @@ async def test_s01_publish_order(server):
     p.send("m0 publish e1 0", "m1 publish e1 1", "m2 publish e1 2")
     assert await c.lines_n(3) == ["c1 ok m0 event=e1 0", "c1 ok m1 event=e1 1",
                                   "c1 ok m2 event=e1 2"]
-    await c.nothing(0.1)
+    await c.nothing()
     await cleanup(c, ["c1"], ["q1"])
 
 
@@ -85,7 +82,7 @@ async def test_s02_ping(server):
 async def test_s03_bad_request(server):
     c = await server.mqks()
     c.send("m1 publish e1 mydata")
-    await c.nothing(0.1)
+    await c.nothing()
     reply = await c.request("blabla 123")
     match = ERROR.match(reply)
     assert match and match.group(1) == "None" and len(match.group(2)) == 24
@@ -99,7 +96,7 @@ async def test_s04_auto_ack_is_not_redelivered(server):
     assert await c.line() == "c1 ok m1 event=e1 1"
     c.send("d1 delete_consumer c1")
     assert await c.request("c2 consume --confirm q1 e1") == "c2 ok "
-    await c.nothing(0.1)
+    await c.nothing()
     await cleanup(c, ["c2"], ["q1"])
 
 
@@ -120,7 +117,7 @@ async def test_s05_manual_ack_redelivered_after_disconnect(server):
 
     c3 = await server.mqks()
     assert await c3.request("c3 consume --confirm q1 e1 --manual-ack") == "c3 ok "
-    await c3.nothing(0.1)
+    await c3.nothing()
     await cleanup(c3, ["c3"], ["q1"])
 
 
@@ -134,7 +131,6 @@ async def test_s06_two_manual_ack_queues(server):
     c2.send("x2 delete_queue q2 --when-unused=5")
     await ping(c1, "s1")
     await ping(c2, "s2")
-    await sleep(0.1)
 
     p.send("m1 publish e1 1")
     assert await c1.line() == "c1 ok m1 event=e1 1"
@@ -146,8 +142,8 @@ async def test_s06_two_manual_ack_queues(server):
     c3.send("c3 consume --confirm q2 e1 --manual-ack", "x3 delete_queue q2 e1 --when-unused=5")
     assert await c3.lines_n(2) == ["c3 ok ", "c3 ok m1 event=e1,retry=1 1"]
     c3.send("a3 ack c3 m1")
-    await c3.nothing(0.1)
-    await c1.nothing(0.0)
+    await c3.nothing()
+    await c1.nothing()
     await cleanup(c1, ["c1"], ["q1"])
     await cleanup(c3, ["c3"], ["q2"])
 
@@ -158,7 +154,7 @@ async def test_s07_simple_consume(server):
     assert await c.request("c1 consume --confirm q1 e1") == "c1 ok "
     p.send("m1 publish e1 hello")
     assert await c.line() == "c1 ok m1 event=e1 hello"
-    await c.nothing(0.1)
+    await c.nothing()
     await cleanup(c, ["c1"], ["q1"])
 
 
@@ -175,7 +171,7 @@ async def test_s08_consume_add_extends_kept_bindings(server):
     p.send("m2 publish e2 2")
     assert await c.line() == "c2 ok m2 event=e2 2"
     await publish(p, "m3", "e3", "3")
-    await c.nothing(0.1)
+    await c.nothing()
     await cleanup(c, ["c2"], ["q1"])
 
 
@@ -201,7 +197,8 @@ async def test_s10_one_queue_two_consumers_each_message_once(server):
     receivers = []
     for n in (1, 2):
         await publish(p, f"m{n}", "e1", str(n))
-        await sleep(0.1)
+        await c1.sync()
+        await c2.sync()
         got = [(cid, received(conn)) for cid, conn in (("c1", c1), ("c2", c2))]
         got = [(cid, lines) for cid, lines in got if lines]
         assert len(got) == 1, got
@@ -221,7 +218,7 @@ async def test_s11_delete_consumer_stops_delivery(server):
     assert await c.line() == "c1 ok m1 event=e1 1"
     assert await c.request("d1 delete_consumer --confirm c1") == "d1 ok "
     await publish(p, "m2", "e1", "2")
-    await c.nothing(0.1)
+    await c.nothing()
     await cleanup(c, (), ["q1"])
 
 
@@ -234,14 +231,14 @@ async def test_s12_queue_keeps_messages_until_delete_queue(server):
     assert await c.request("d1 delete_consumer --confirm c1") == "d1 ok "
 
     await publish(p, "m2", "e1", "2")
-    await c.nothing(0.1)
+    await c.nothing()
     c.send("c2 consume --confirm q1 e1")
     assert await c.lines_n(2) == ["c2 ok ", "c2 ok m2 event=e1 2"]
 
     c.send("dq delete_queue --confirm q1")
     assert await c.lines_n(2) == ["c2 ok --update q1", "dq ok "]
     await publish(p, "m3", "e1", "2")
-    await c.nothing(0.1)
+    await c.nothing()
     # c2 went with its queue: delete_consumer gets no reply, even with --confirm.
     c.send("d2 delete_consumer c2", "d3 delete_consumer --confirm c2")
     assert await c.request("p1 ping after") == "p1 ok after"
@@ -257,7 +254,7 @@ async def test_s13_bare_when_unused_deletes_with_last_consumer(server):
     assert await evaluate(p, "v1", "len(state.queues)") == "v1 ok 0"
     await publish(p, "m2", "e1", "2")
     c.send("c2 consume q1 e1 --delete-queue-when-unused")
-    await c.nothing(0.1)
+    await c.nothing()
     assert await c.request("d2 delete_consumer --confirm c2") == "d2 ok "
 
 
@@ -271,17 +268,17 @@ async def test_s14_when_unused_timer_is_cancelled_by_a_consume(server):
     assert await c.request("d1 delete_consumer --confirm c1") == "d1 ok "
 
     await publish(p, "m2", "e1", "2")
-    await c.nothing(0.1)
+    await c.nothing()
     c.send(f"c2 {consume}")                      # well within the 1 s
     assert await c.lines_n(2) == ["c2 ok ", "c2 ok m2 event=e1 2"]
     assert await c.request("d2 delete_consumer --confirm c2") == "d2 ok "
 
-    await sleep(1.1)
+    server.advance(1.1)
     assert await evaluate(p, "v1", "len(state.queues)") == "v1 ok 0"
     # The race note: the publish must be handled before the consume on the other connection.
     await publish(p, "m3", "e1", "3")
     assert await c.request(f"c3 {consume}") == "c3 ok "
-    await c.nothing(0.1)
+    await c.nothing()
     await cleanup(c, ["c3"], ["q1"])
 
 
@@ -305,7 +302,7 @@ async def test_s16_full_rebind(server):
     c.send("r1 rebind --confirm q1 e2")
     assert await c.lines_n(2) == ["c1 ok --update q1 e2", "r1 ok "]
     await publish(p, "m2", "e1", "1")
-    await c.nothing(0.1)
+    await c.nothing()
     p.send("m3 publish e2 2")
     assert await c.line() == "c1 ok m3 event=e2 2"
     await cleanup(c, ["c1"], ["q1"])
@@ -318,7 +315,7 @@ async def test_s17_add_rebind(server):
     p.send("m1 publish e1 1")
     assert await c.line() == "c1 ok m1 event=e1 1"
     await publish(p, "m2", "e2", "2")
-    await c.nothing(0.1)
+    await c.nothing()
     c.send("r1 rebind --confirm q1 --add e2 e3")
     assert await c.lines_n(2) == ["c1 ok --update q1 e1 e2 e3", "r1 ok "]
     p.send("m3 publish e1 1", "m4 publish e2 2", "m5 publish e3 3")
@@ -336,7 +333,7 @@ async def test_s18_remove_rebind(server):
     c.send("r1 rebind --confirm q1 --remove e2")
     assert await c.lines_n(2) == ["c1 ok --update q1 e1 e3", "r1 ok "]
     await publish(p, "m2", "e2", "2")
-    await c.nothing(0.1)
+    await c.nothing()
     p.send("m3 publish e1 1", "m4 publish e3 3")
     assert await c.lines_n(2) == ["c1 ok m3 event=e1 1", "c1 ok m4 event=e3 3"]
     await cleanup(c, ["c1"], ["q1"])
@@ -357,7 +354,7 @@ async def test_s19_remove_mask(server):
     for n, event in enumerate(["e2.abc.c", "e2.abc.u", "e2.efg.c", "e2.efg.u"]):
         p.send(f"n{n} publish {event} x")
     await ping(p, "s1")
-    await c.nothing(0.1)
+    await c.nothing()
     p.send("m5 publish e1 x", "m6 publish e3.123.c x", "m7 publish e3.123.u x")
     assert await c.lines_n(3) == ["c1 ok m5 event=e1 x", "c1 ok m6 event=e3.123.c x",
                                   "c1 ok m7 event=e3.123.u x"]
@@ -366,7 +363,7 @@ async def test_s19_remove_mask(server):
     p.send("m8 publish e3.123.u x")
     assert await c.line() == "c1 ok m8 event=e3.123.u x"
     assert await c.request("r3 rebind --confirm q1 --remove-mask e1000.*.u.*") == "r3 ok "
-    await c.nothing(0.1)
+    await c.nothing()
     await cleanup(c, ["c1"], ["q1"])
 
 
@@ -376,7 +373,7 @@ async def test_s20_mixed_rebinds(server):
     assert await c.request("c1 consume --confirm q1 e1 e2 e3") == "c1 ok "
     p.send("m1 publish e1 1")
     assert await c.line() == "c1 ok m1 event=e1 1"
-    await c.nothing(0.1)
+    await c.nothing()
     c.send("r1 rebind --confirm q1 --add e4 e5")
     assert await c.lines_n(2) == ["c1 ok --update q1 e1 e2 e3 e4 e5", "r1 ok "]
     p.send("m2 publish e4 4")
@@ -384,7 +381,7 @@ async def test_s20_mixed_rebinds(server):
     c.send("r2 rebind --confirm q1 --remove e4")
     assert await c.lines_n(2) == ["c1 ok --update q1 e1 e2 e3 e5", "r2 ok "]
     await publish(p, "m3", "e4", "4")
-    await c.nothing(0.1)
+    await c.nothing()
     p.send("m4 publish e5 5")
     assert await c.line() == "c1 ok m4 event=e5 5"
     await cleanup(c, ["c1"], ["q1"])
@@ -395,7 +392,7 @@ async def test_s21_removing_an_unbound_event_sends_no_update(server):
     c = await server.mqks()
     assert await c.request("c1 consume --confirm q1 e1 e2 e3") == "c1 ok "
     assert await c.request("r1 rebind --confirm q1 --remove e5") == "r1 ok "
-    await c.nothing(0.1)
+    await c.nothing()
     await cleanup(c, ["c1"], ["q1"])
 
 
@@ -405,14 +402,14 @@ async def test_s22_rebind_of_a_never_consumed_queue(server):
     assert await c1.request("c1 consume --confirm q1 e1 e2 e3") == "c1 ok "
     assert await c2.request("r1 rebind --confirm q2 --add e5") == "r1 ok "
     await publish(p, "m1", "e5", "5")
-    await c1.nothing(0.1)
-    await c2.nothing(0.0)
+    await c1.nothing()
+    await c2.nothing()
     assert await c2.request("c2 consume --confirm q2 e6") == "c2 ok "   # replaces e5
     await publish(p, "m2", "e5", "5")
-    await c2.nothing(0.1)
+    await c2.nothing()
     p.send("m3 publish e6 6")
     assert await c2.line() == "c2 ok m3 event=e6 6"
-    await c1.nothing(0.0)
+    await c1.nothing()
     await cleanup(c1, ["c1"], ["q1"])
     await cleanup(c2, ["c2"], ["q2"])
 
@@ -424,7 +421,8 @@ async def test_s23_reject_goes_to_the_other_consumer(server):
     await ping(c1, "s1")
     assert await c2.request("c2 consume --confirm q1 e1 --manual-ack") == "c2 ok "
     await publish(p, "m1", "e1", "1")
-    await sleep(0.1)
+    await c1.sync()
+    await c2.sync()
     first, second = (c1, c2) if c1.lines else (c2, c1)
     first_id, second_id = ("c1", "c2") if first is c1 else ("c2", "c1")
     assert await first.line() == f"{first_id} ok m1 event=e1 1"
@@ -432,8 +430,8 @@ async def test_s23_reject_goes_to_the_other_consumer(server):
     assert await second.line() == f"{second_id} ok m1 event=e1,retry=1 1"
     second.send(f"a1 ack {second_id} m1")
     await ping(second, "s2")
-    await c1.nothing(0.1)
-    await c2.nothing(0.0)
+    await c1.nothing()
+    await c2.nothing()
     await cleanup(c1, ["c1"])
     await cleanup(c2, ["c2"], ["q1"])
 
@@ -447,7 +445,8 @@ async def test_s24_hello_world(server):
         == "C ok "
     assert await d.request("D publish --confirm hello world") == "D ok "
     assert await c.line() == "C ok D event=hello world"
-    await sleep(0.1)
+    await a.sync()
+    await b.sync()
     got = received(a) + received(b)
     assert got in (["A ok D event=hello world"], ["B ok D event=hello world"])
 
@@ -476,7 +475,7 @@ async def test_s26_manual_ack_reject_and_all(server):
 
     assert await c.request("d2 delete_consumer --confirm c2") == "d2 ok "
     assert await c.request(f"c3 {consume}") == "c3 ok "
-    await c.nothing(0.2)
+    await c.nothing()
     assert await p.request("m2 publish --confirm e1 d2") == "m2 ok "
     assert await c.line() == "c3 ok m2 event=e1 d2"
 
@@ -488,7 +487,7 @@ async def test_s26_manual_ack_reject_and_all(server):
 
     assert await c.request("d3 delete_consumer --confirm c3") == "d3 ok "
     assert await c.request(f"c4 {consume}") == "c4 ok "
-    await c.nothing(0.2)
+    await c.nothing()
     await cleanup(c, ["c4"], ["q1"])
 
 
@@ -498,7 +497,7 @@ async def test_s27_rebind_with_every_argument(server):
     assert await c.request("c1 consume --confirm q1 e1 e2 u.42.e1 u.43.e1") == "c1 ok "
     c.send("r1 rebind --confirm q1 --remove e2 --add e3 e4 --remove-mask u.*.e1")
     assert await c.lines_n(2) == ["c1 ok --update q1 e1 e3 e4", "r1 ok "]
-    await c.nothing(0.1)
+    await c.nothing()
     await cleanup(c, ["c1"], ["q1"])
 
 
@@ -561,7 +560,7 @@ async def test_bad_seconds_are_an_error_and_change_nothing(server):
     assert ERROR.match(await c.request("x consume --confirm q1 e2 --delete-queue-when-unused=abc"))
     assert ERROR.match(await c.request("x consume --confirm q1 e2 --bogus"))
     assert await evaluate(c, "v1", "' '.join(sorted(state.events_by_queues['q1']))") == "v1 ok e1"
-    await c.nothing(0.1)
+    await c.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -583,7 +582,7 @@ async def test_true_equals_one_point_zero_keeps_the_first_setting(server):
     assert sorted(second[:2]) == ["f ok --update q2 e2 --delete-queue-when-unused=1.0",
                                   "g ok --update q2 e2 --delete-queue-when-unused=1.0"]
     assert second[2] == "r2 ok "
-    await c.nothing(0.1)
+    await c.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -604,7 +603,7 @@ async def test_update_shows_manual_ack_per_receiving_consumer(server):
     assert await c3.lines_n(2) == ["c ok --update q1 e4 --manual-ack", "d ok "]
     assert await c1.line() == "a ok --update q1 e4 --manual-ack"
     assert await c2.line() == "b ok --update q1 e4"
-    await c3.nothing(0.1)
+    await c3.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -621,7 +620,7 @@ async def test_rebind_applies_lists_in_fixed_order(server):
     assert await c.request("r3 rebind --confirm q1 --remove") == "r3 ok "
     assert ERROR.match(await c.request("r4 rebind --confirm q1"))
     assert ERROR.match(await c.request("r5 rebind --confirm q1 --confirm e1"))
-    await c.nothing(0.1)
+    await c.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -633,7 +632,7 @@ async def test_masks_apply_only_to_dotted_events(server):
     assert await c.lines_n(2) == ["c1 ok --update q1 C a b w x.y.z", "r2 ok "]
     c.send("r3 rebind --confirm q1 --remove-mask x.y.z")
     assert await c.lines_n(2) == ["c1 ok --update q1 C a b w", "r3 ok "]
-    await c.nothing(0.1)
+    await c.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -643,7 +642,7 @@ async def test_rebind_of_unconsumed_queue_drops_messages_until_consume(server):
     await publish(p, "m1", "e9", "lost")
     assert await evaluate(p, "v1", "len(state.queues)") == "v1 ok 0"
     assert await c.request("c1 consume --confirm q9") == "c1 ok "   # keeps e9: no update
-    await c.nothing(0.1)
+    await c.nothing()
     p.send("m2 publish e9 kept")
     assert await c.line() == "c1 ok m2 event=e9 kept"
     await cleanup(c, ["c1"], ["q9"])
@@ -661,7 +660,7 @@ async def test_unknown_consumers_get_silence_even_with_confirm(server):
     assert await c.request("a3 ack --confirm c1 nosuch") == "a3 ok "
     assert await c.request("j3 reject --confirm c1 --all") == "j3 ok "
     assert ERROR.match(await c.request("a4 ack --confirm c1"))
-    await c.nothing(0.1)
+    await c.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -682,11 +681,11 @@ async def test_ack_and_delete_consumer_from_another_connection(server):
     assert await o.request("a1 ack --confirm c1 m1") == "a1 ok "
     assert await o.request("d1 delete_consumer --confirm c1") == "d1 ok "
     await publish(p, "m2", "e1", "2")
-    await c.nothing(0.1)
+    await c.nothing()
     # m1 was acked, so only m2 (kept by the queue) comes to the next consumer.
     c.send("c2 consume --confirm q1 e1 --manual-ack")
     assert await c.lines_n(2) == ["c2 ok ", "c2 ok m2 event=e1 2"]
-    await c.nothing(0.1)
+    await c.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -703,7 +702,7 @@ async def test_reject_all_confirms_before_redelivery(server):
                                           "c1 ok m2 event=e1,retry=1 2",
                                           "c1 ok m3 event=e1,retry=1 3"]
     assert await c.request("a1 ack --confirm c1 --all") == "a1 ok "
-    await c.nothing(0.1)
+    await c.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -719,7 +718,7 @@ async def test_disconnect_requeues_unacked_at_the_back_with_retry(server):
     c.send("c2 consume --confirm q1 e1 --manual-ack")
     assert await c.lines_n(3) == ["c2 ok ", "c2 ok m2 event=e1,retry=1 2",
                                   "c2 ok m3 event=e1 3"]
-    await c.nothing(0.1)
+    await c.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -734,7 +733,7 @@ async def test_disconnect_with_bare_when_unused_deletes_the_queue(server):
     assert await evaluate(p, "v2", "len(state.queues)") == "v2 ok 0"
     c = await server.mqks()
     assert await c.request(f"c2 {consume}") == "c2 ok "
-    await c.nothing(0.1)
+    await c.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -745,8 +744,8 @@ async def test_round_robin_strictly_alternates(server):
     p.send(*[f"m{n} publish e1 {n}" for n in range(20)])
     assert await a.lines_n(10) == [f"ca ok m{n} event=e1 {n}" for n in range(0, 20, 2)]
     assert await b.lines_n(10) == [f"cb ok m{n} event=e1 {n}" for n in range(1, 20, 2)]
-    await a.nothing(0.1)
-    await b.nothing(0.0)
+    await a.nothing()
+    await b.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -757,7 +756,7 @@ async def test_reusing_a_live_consumer_id_is_an_error(server):
     p.send("m1 publish e1 1")
     assert await c.line() == "c1 ok m1 event=e1 1"
     assert await evaluate(c, "v1", "len(state.queues)") == "v1 ok 1"
-    await c.nothing(0.1)
+    await c.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -771,4 +770,4 @@ async def test_delete_consumer_confirms_before_the_redelivery(server):
     assert await c.line() == "ca ok m1 event=e1 1"
     c.send("d1 delete_consumer --confirm ca")
     assert await c.lines_n(2) == ["d1 ok ", "cb ok m1 event=e1,retry=1 1"]
-    await c.nothing(0.1)
+    await c.nothing()

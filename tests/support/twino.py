@@ -24,7 +24,18 @@ class AsyncTwino:
         method = getattr(self.client, name)
         return lambda *args, **kwargs: deferToThread(method, *args, **kwargs)
 
-    async def nothing(self, wait=0.3):
-        """Assert that no frame (other than PING/PONG) arrives within `wait` seconds."""
-        frame = await deferToThread(self.client.recv, wait)
+    async def nothing(self):
+        """Assert that no frame (other than PING/PONG) came before a PING round trip: the
+        broker answers it after everything it had for this client."""
+        frame = await deferToThread(lambda: (self.client.ping(), self.client.recv(0))[1])
         assert frame is None, f"unexpected frame: {frame!r}"
+
+    async def received(self):
+        """Every frame that came before a PING round trip (PING/PONG left out)."""
+        def run():
+            self.client.ping()
+            frames = []
+            while (frame := self.client.recv(0)) is not None:
+                frames.append(frame)
+            return frames
+        return await deferToThread(run)

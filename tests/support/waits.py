@@ -16,3 +16,8 @@ async def until(predicate, timeout=10.0, what="the condition"):
         if reactor.seconds() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await task.deferLater(reactor, POLL, lambda: None)
+
+
+async def turn():
+    """Let the reactor run one turn (its I/O included) before going on."""
+    await task.deferLater(reactor, 0, lambda: None)

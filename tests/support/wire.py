@@ -22,6 +22,8 @@ from mqksbridge.protocols.twino.codec import (PROTOCOL, ContentType, Frame, Fram
                                               MessageType, encode, new_id)
 from mqksbridge.protocols.zmtp import codec as zmtp
 
+START = 1_700_000_000.0          # the clock's time at start: a plausible now
+
 
 class Harness:
     """Every door, no listener; `mqks()`, `twino()`, `malamute()` connect a client."""
@@ -32,6 +34,7 @@ class Harness:
             cfg.setdefault(door, {}).update(values)
         self.config = configuration.load(overrides=cfg)
         self.clock = task.Clock()
+        self.clock.advance(START)
         self.top, self.broker, self.doors, _ = build(self.config, self.clock, self.clock)
         self.top.startService()
         self._ports = iter(range(40000, 60000))
