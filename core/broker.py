@@ -37,10 +37,7 @@ class Broker:
             now = self.clock.now()
         errors = []
         for part in (self.flow, *self.queues.values(), *self.mailboxes.values()):
-            try:
-                part.tick(now)
-            except Exception as exc:
-                errors.append(exc)
+            _attempt(errors, part.tick, now)
         if errors:
             raise ExceptionGroup("broker tick", errors)
 
@@ -54,8 +51,16 @@ class Broker:
             self._listeners.remove(listener)
 
     def emit(self, event, **data):
+        """Tell every listener, even when one raises; the failures come out together
+        afterwards, for the caller to log."""
+        errors = []
         for listener in list(self._listeners):
-            listener(event, **data)
+            try:
+                listener(event, **data)
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise ExceptionGroup(f"broker event {event}", errors)
 
     # -- streams ---------------------------------------------------------------------------
     def stream(self, name, create=True):
@@ -156,14 +161,20 @@ class Broker:
 
     def disconnect(self, client):
         """A session ended: its consumers go (unacked messages return), readers and
-        channel memberships are dropped, and its mailbox keeps mail for later."""
+        channel memberships are dropped, and its mailbox keeps mail for later.
+
+        Leaving a channel and removing a consumer hand messages on to others (door
+        callbacks) and tell listeners: each is done even when another raised, so a bug
+        elsewhere never leaves a gone client's consumers in their queues. The failures
+        come out together afterwards (ExceptionGroup), for the caller to log."""
         if self.clients.get(client.id) is client:
             del self.clients[client.id]
+        errors = []
         for channel in list(self.channels.values()):
             if client.id in channel.members and channel.members[client.id][0] is client:
-                self.leave_channel(channel, client)
+                _attempt(errors, self.leave_channel, channel, client)
         for consumer in list(client.consumers.values()):
-            self.remove_consumer(consumer)
+            _attempt(errors, self.remove_consumer, consumer)
         for name in list(client.streams):
             stream = self.streams.get(name)
             if stream is not None:
@@ -173,7 +184,9 @@ class Broker:
             client.mailbox.detach(client)
         if client.held:
             self.flow.forget(client)
-        self.emit("client-disconnected", client=client)
+        _attempt(errors, self.emit, "client-disconnected", client=client)
+        if errors:
+            raise ExceptionGroup("broker disconnect", errors)
 
     def find_clients(self, name=None, type=None):
         """Clients by name or type, oldest connection first (Twino @name: / @type:)."""
@@ -181,3 +194,11 @@ class Broker:
                  if (name is None or c.name == name) and (type is None or c.type == type)]
         found.sort(key=lambda c: c.connected_at)
         return found
+
+
+def _attempt(errors, fn, *args, **kwargs):
+    """fn(*args, **kwargs), its exception (if any) kept in `errors` instead of raised."""
+    try:
+        fn(*args, **kwargs)
+    except Exception as exc:
+        errors.append(exc)

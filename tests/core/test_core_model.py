@@ -471,3 +471,49 @@ def test_find_clients_oldest_first(broker):
     broker.connect(b)
     assert broker.find_clients(name="n") == [a, b]
     assert broker.find_clients(type="x") == [b]
+
+
+def test_every_listener_hears_an_event_when_one_raises(broker):
+    heard = []
+
+    def buggy(event, **data):
+        raise KeyError("a listener bug")
+    broker.subscribe(buggy)
+    broker.subscribe(lambda event, **data: heard.append(event))
+    with pytest.raises(ExceptionGroup) as raised:
+        broker.queue("q")
+    assert heard == ["queue-created"] and "q" in broker.queues
+    assert [type(e) for e in raised.value.exceptions] == [KeyError]
+
+
+def test_disconnect_completes_when_a_step_raises(broker):
+    """A listener that raises on client-left (a door's bug) does not leave the gone
+    client's consumers in their queues: its unacked message goes to the other consumer,
+    its reader and mailbox go, and every failure comes out afterwards."""
+    def buggy(event, **data):
+        if event == "client-left":
+            raise KeyError("a listener bug")
+    broker.subscribe(buggy)
+    gone, stays = Client("gone", "test"), Client("stays", "test")
+    broker.connect(gone)
+    channel = broker.channel("ch")
+    broker.join_channel(channel, gone, lambda queue: None)
+    q = broker.queue("q")
+    c, sink = consumer(broker, q, "c", manual=True, client=gone)
+    q.put_message(msg(1))
+    other, other_sink = consumer(broker, q, "o", manual=True, client=stays)
+    s = broker.stream("s")
+    s.add_reader(gone, "k", Any(), lambda name, m: None)
+    gone.streams.add("s")
+    broker.mailbox("gone").attach(gone, lambda box, m: None)
+    with pytest.raises(ExceptionGroup):
+        broker.disconnect(gone)
+    assert q.consumers == [other] and other_sink.got == [("1", 1)]
+    assert "gone" not in broker.clients and gone.id not in channel.members
+    assert s.readers == [] and broker.mailboxes["gone"].owner is None
+
+
+class Any:
+    @staticmethod
+    def search(subject):
+        return True
