@@ -73,6 +73,7 @@ class Outbox:
         self.pauses = 0                  # how many times the transport filled up
         self.closed = False
         self.sent = 0                    # bytes handed to the transport (admin counters)
+        self.failures = 0                # failed(): logged the first time only
         transport.registerProducer(self, True)
 
     def write(self, data):
@@ -140,6 +141,9 @@ class Outbox:
         """Called inside an `except`: log the failure, drop what is pending, stop feeding
         this connection (its client is paused, so queues keep their messages for others)
         and close it. Its manual-ack messages go back to their queues when it is gone."""
+        self.failures += 1
+        if self.failures > 1:
+            return                       # what is left of its output fails on its way out
         peer = self.transport.getPeer()
         log.failure("output for {peer} failed; that connection is closed", peer=peer)
         self.closed = True

@@ -2,6 +2,7 @@
 import pytest
 import pytest_twisted
 from twisted.internet import defer, reactor, task
+from twisted.logger import globalLogPublisher
 
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.service import build
@@ -115,3 +116,16 @@ def harness():
     built = Harness()
     yield built
     built.stop()
+
+
+@pytest.fixture
+def logged_failures():
+    """Every failure logged (log.failure) while the test runs."""
+    seen = []
+
+    def observer(event):
+        if event.get("log_failure") is not None:
+            seen.append(event["log_failure"])
+    globalLogPublisher.addObserver(observer)
+    yield seen
+    globalLogPublisher.removeObserver(observer)

@@ -11,6 +11,7 @@ from twisted.logger import Logger
 
 from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.convert.twino import wire_id
+from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
@@ -88,10 +89,13 @@ class TwinoDoor:
     def mailbox_deliver(self, mailbox, message):
         conn = mailbox.owner.attrs["twino"]
         conn.traffic.out[message.origin] += 1
-        if message.raw_door == DIRECT:
-            conn.write(message.raw)
-        else:
-            self.direct.deliver(conn, message)
+        try:
+            if message.raw_door == DIRECT:
+                conn.write(message.raw)
+            else:
+                self.direct.deliver(conn, message)
+        except Exception:                # runs inside another client's send: this
+            conn.outbox.failed()         # connection's failure, logged and closed
 
     def failed(self, conn, frame):
         """A frame whose handling raised: logged, answered 500 if awaited, connection kept
@@ -101,38 +105,44 @@ class TwinoDoor:
         self.ops.answer(conn, frame, ResultCode.INTERNAL_SERVER_ERROR)
 
     def disconnected(self, conn):
+        """Every step runs even when one raises (bridge.guard)."""
         self.connections.discard(conn)
         client = conn.client
-        self.events.forget(conn)
-        if client.id is None or self.broker.clients.get(client.id) is not client:
-            return
-        self.queues.release(client)
-        self.broker.disconnect(client)
-        mailbox = self.broker.mailboxes.get(client.id)
+        registered = client.id is not None and self.broker.clients.get(client.id) is client
+        each(log, "twino disconnect", (
+            lambda: self.events.forget(conn),
+            *((lambda: self.queues.release(client),
+               lambda: self.broker.disconnect(client),
+               lambda: self._drop_empty_mailbox(client.id)) if registered else ())))
+
+    def _drop_empty_mailbox(self, client_id):
+        mailbox = self.broker.mailboxes.get(client_id)
         if mailbox is not None and mailbox.owner is None and not mailbox.stored:
-            del self.broker.mailboxes[client.id]
+            del self.broker.mailboxes[client_id]
 
     # -- keep-alive ---------------------------------------------------------------------------
     def sweep(self):
         """Once per check_interval: close unfinished handshakes, PING idle clients, close
         those that stayed silent after a PING, remove channels that are empty and asked
         to be destroyed then."""
-        self.queues.destroy_empty_channels()
         now = self.clock()
+        each(log, "twino sweep", (self.queues.destroy_empty_channels,
+                                  *(lambda conn=conn: self._keep_alive(conn, now)
+                                    for conn in list(self.connections))))
+
+    def _keep_alive(self, conn, now):
         settings = self.settings
-        for conn in list(self.connections):
-            if conn.decoder is None:
-                if now - conn.opened_at > settings["handshake_timeout"]:
-                    conn.close("no handshake in time")
-            elif conn.ping_sent is not None:
-                if conn.last_seen >= conn.ping_sent:     # traffic since (a coarse clock
-                    # may not have moved: anything after the PING counts)
-                    conn.ping_sent = None
-                elif now - conn.ping_sent > settings["ping_timeout"]:
-                    conn.close("no answer to PING")
-            elif now - conn.last_seen > settings["ping_interval"]:
-                conn.ping_sent = now
-                conn.write(PING_BYTES)
+        if conn.decoder is None:
+            if now - conn.opened_at > settings["handshake_timeout"]:
+                conn.close("no handshake in time")
+        elif conn.ping_sent is not None:
+            if conn.last_seen >= conn.ping_sent:     # traffic since (a coarse clock may
+                conn.ping_sent = None                # not have moved: anything counts)
+            elif now - conn.ping_sent > settings["ping_timeout"]:
+                conn.close("no answer to PING")
+        elif now - conn.last_seen > settings["ping_interval"]:
+            conn.ping_sent = now
+            conn.write(PING_BYTES)
 
 
 class TwinoConnection(protocol.Protocol):

@@ -1,5 +1,7 @@
 """Twino event subscriptions (Event frames, ct 1 subscribe / 0 unsubscribe) fed by the core's
 lifecycle events, so clients of every door show up in ClientConnected and the like."""
+from twisted.logger import Logger
+
 from mqksbridge.protocols.twino.codec import Header, encode
 from mqksbridge.protocols.twino.models import (
     CHANNEL_CREATED, CHANNEL_EVENTS, CHANNEL_REMOVED, CLIENT_CONNECTED, CLIENT_DISCONNECTED,
@@ -10,6 +12,7 @@ from mqksbridge.protocols.twino.models import (
 
 _QUEUE_EVENTS = {"queue-created": QUEUE_CREATED, "queue-updated": QUEUE_UPDATED,
                  "queue-removed": QUEUE_REMOVED}
+log = Logger(namespace="mqksbridge.twino")
 
 
 class TwinoEvents:
@@ -69,7 +72,15 @@ class TwinoEvents:
                     conn.write(data)
 
     def core_event(self, event, **data):
-        """broker.emit listener: core lifecycle events as Twino notifications."""
+        """broker.emit listener: core lifecycle events as Twino notifications. It runs
+        inside whatever any door's client did: a notification that cannot be made is
+        logged and dropped, never raised into that client's request."""
+        try:
+            self._core_event(event, data)
+        except Exception:
+            log.failure("twino {event} notification failed", event=event)
+
+    def _core_event(self, event, data):
         node = self.door.settings["node"]
         if event in ("client-connected", "client-disconnected"):
             client = data["client"]

@@ -128,6 +128,15 @@ def relayed(message):
 
 
 def deliver(consumer, entry):
+    """A Twino consumer's deliver. It runs inside another client's push (any door's): a
+    failure is this connection's (logged, closed), never the pusher's or the dispatch's."""
+    try:
+        _deliver(consumer, entry)
+    except Exception:
+        consumer.tag[0].outbox.failed()
+
+
+def _deliver(consumer, entry):
     """Write one delivery. A Twino push relays its own frame, with FirstAcquirer set only for
     the first receiver and PendingAcknowledge as this consumer acks."""
     conn, state = consumer.tag
@@ -185,6 +194,14 @@ class ProducerAck:
         self.done = False
 
     def __call__(self, event, entry, consumer, reason):
+        """It runs inside a queue's dispatch, for any door's consumer: a failure costs the
+        producer's connection (logged, closed), never the dispatch of other messages."""
+        try:
+            self._settle(event, consumer, reason)
+        except Exception:
+            self.conn.outbox.failed()
+
+    def _settle(self, event, consumer, reason):
         if self.done:
             return
         state, conn = self.state, self.conn

@@ -31,11 +31,10 @@ async def update_queue(client, channel, queue_id, **fields):
     return answer.content_type
 
 
-async def receive_all(client, wait=0.4):
-    """Every frame that arrives until `wait` seconds pass with nothing new."""
-    frames = []
-    while True:
-        frame = await client.recv(wait)
-        if frame is None:
-            return frames
-        frames.append(frame)
+async def receive_all(client, *senders):
+    """Every frame `client` has once the broker handled what `senders` sent: a PING round
+    trip on each sender, then one on the client (the broker answers it after everything it
+    had for the client), never a quiet period."""
+    for sender in senders:
+        await sender.ping()
+    return await client.received()

@@ -1,6 +1,8 @@
-"""Twino door over loopback: handshake, refusals, keep-alive, bad frames and garbage."""
+"""Twino door over loopback: handshake, refusals, keep-alive, bad frames and garbage.
+
+The broker's clock is a task.Clock: the keep-alive tests advance it and wait for what the
+real sockets show (test_twino_door_timers.py has the exact boundaries)."""
 import socket
-import time
 
 import pytest
 import pytest_twisted
@@ -14,6 +16,7 @@ from mqksbridge.protocols.twino.codec import (
     encode, new_id,
 )
 from tests.conftest import RunningBroker
+from tests.support.waits import until
 
 
 def raw_hello(client_id=None, extra=""):
@@ -121,13 +124,18 @@ async def test_wrong_protocol_bytes_close_without_a_reply(server):
 
 @pytest_twisted.ensureDeferred
 async def test_silent_sockets_are_closed_after_the_handshake_timeout(quick_server):
+    door = quick_server.doors["twino"]
+    port = quick_server.port("twino")
+    socks = await deferToThread(lambda: [open_socket(port) for _ in range(20)])
+    await until(lambda: len(door.connections) == 20, what="20 connections")
+    quick_server.advance(0.5)
+    assert all(conn.connected for conn in door.connections)    # not yet
+    quick_server.advance(0.2)                                   # past the 0.6 s
+
     def run():
-        socks = [open_socket(quick_server.port("twino")) for _ in range(20)]
-        started = time.monotonic()
-        for sock in socks:
-            assert read_until_closed(sock, 5) == b""
-        return time.monotonic() - started
-    assert await deferToThread(run) < 5
+        return [read_until_closed(sock, 10) for sock in socks]
+    assert await deferToThread(run) == [b""] * 20
+    await until(lambda: not door.connections, what="every connection gone")
     assert not quick_server.doors["twino"].connections
 
 
@@ -136,17 +144,32 @@ async def test_idle_client_is_pinged_and_closed_without_pong(quick_server):
     def run():
         sock = open_socket(quick_server.port("twino"))
         sock.sendall(PROTOCOL + raw_hello())
-        return read_until_closed(sock, 8)
-    data = await deferToThread(run)
+        return read_until_closed(sock, 10)
+    reading = deferToThread(run)
+    await until(lambda: quick_server.broker.clients, what="the hello")
+    quick_server.advance(0.7)                 # idle past ping_interval: PINGed
+    quick_server.advance(0.7)                 # no answer within ping_timeout: closed
+    data = await reading
     frames = server_frames(data[8:])
     assert [f.type for f in frames] == [0x10, 0x09]
+    await until(lambda: not quick_server.broker.clients, what="the disconnect")
     assert quick_server.broker.clients == {}
 
 
 @pytest_twisted.ensureDeferred
 async def test_client_that_answers_pings_stays_connected(quick_server):
     c = await quick_server.twino()
-    assert await c.recv(2.5) is None          # PINGs arrive and are answered meanwhile
+    [conn] = quick_server.doors["twino"].connections
+    reading = c.recv(10)                      # the client answers PINGs while it waits
+    for _ in range(4):                        # 2.8 s: far past interval + timeout
+        quick_server.advance(0.7)             # idle since the last answer: PINGed
+        assert conn.ping_sent is not None and conn.connected
+        await until(lambda: conn.last_seen >= conn.ping_sent, what="the PONG")
+    quick_server.advance(0.5)
+    assert conn.connected
+    other = await quick_server.twino()
+    await other.send_direct(c.client_id, b"bye")
+    assert (await reading).content == b"bye"  # no frame but PINGs came meanwhile
     assert c.client_id in quick_server.broker.clients
     assert await c.join("still-here") == 0
 
@@ -168,7 +191,7 @@ async def test_ttl_zero_frames_are_dropped_and_relays_decrement(server):
     await producer.push("ttl", 1, b"alive")
     frame = await consumer.recv(5)
     assert (frame.content, frame.ttl) == (b"alive", 15)
-    await consumer.nothing(0.3)
+    await consumer.nothing()
 
 
 @pytest_twisted.ensureDeferred

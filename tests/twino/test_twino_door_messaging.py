@@ -5,7 +5,6 @@ import struct
 import pytest_twisted
 
 from mqksbridge.protocols.twino.codec import ContentType as Op, MessageType
-from tests.support.lines import sleep
 from tests.twino.helpers import make_queue, receive_all, update_queue
 
 
@@ -39,8 +38,9 @@ async def test_by_name_and_type_all_or_only_the_oldest(server):
         assert (await w.recv(5)).content == b"all"
     await s.send_direct("@type:worker", b"first", first_acquirer=True)
     assert (await workers[0].recv(5)).content == b"first"
+    await s.ping()
     for w in workers[1:]:
-        await w.nothing(0.2)
+        await w.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -80,8 +80,8 @@ async def test_client_connected_and_disconnected(server):
     _, data = await event(watcher, "ClientDisconnected")
     assert data["Id"] == other.client_id
     assert await watcher.subscribe("ClientConnected", subscribe=False) == 0
-    await server.twino()
-    await watcher.nothing(0.3)
+    await server.twino()                      # connected: its event would be out already
+    await watcher.nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -166,12 +166,12 @@ async def test_round_robin_and_only_first_routers(server):
     await router(p, "rr", 1, *[(1, f"rq{i}", 1, 0) for i in range(3)])
     for _ in range(5):
         await p.publish_router("rr", b"x")
-    counts = sorted([len(await receive_all(c, 0.2)) for c in consumers])
+    counts = sorted([len(await receive_all(c, p)) for c in consumers])
     assert counts == [1, 2, 2]
     await router(p, "of", 2, (1, "rq0", 1, 1), (1, "rq2", 1, 9))
     await p.publish_router("of", b"top")
     assert (await consumers[2].recv(5)).content == b"top"
-    await consumers[0].nothing(0.2)
+    await consumers[0].nothing()
 
 
 @pytest_twisted.ensureDeferred
@@ -202,7 +202,7 @@ async def test_tag_binding_reaches_every_queue_with_a_matching_tag(server):
     assert got[0].message_id == got[1].message_id
     line = await mqks.line(5)
     assert line.endswith(" order-1") and "origin=twino" in line
-    await members[2].nothing(0.2)
+    await members[2].nothing()
     await router(p, "untagged", 0, (3, "nothing*", 0, 0))
     refused = await p.publish_router("untagged", b"x", wait_ack=True, timeout=5)
     assert not refused.ok and refused.reason == "no-consumers"
@@ -241,5 +241,5 @@ async def test_twino_consumer_receives_an_mqks_publish_bound_by_rebind(server):
     assert frame.message_id == "m1" and frame.header("Subject") == "news"
     assert frame.header("X-Origin") == "mqks" and frame.pending_ack
     await c.ack(frame)
-    await sleep(0.1)
+    await c.ping()                            # the ack handled
     assert server.broker.queues["feed/1"].consumers[0].unacked == {}

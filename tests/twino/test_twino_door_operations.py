@@ -3,7 +3,6 @@ import json
 import struct
 
 import pytest_twisted
-from twisted.internet import reactor, task
 
 from mqksbridge.protocols.twino.codec import ContentType as Op
 from tests.conftest import RunningBroker
@@ -86,7 +85,7 @@ async def test_create_queue_without_queue_id_creates_nothing(server):
     answer = await c.operation(Op.CREATE_QUEUE, "nq", [("Channel-Name", "nq")])
     assert answer.content_type == 406
     assert not any(name.startswith("nq/") for name in server.broker.queues)
-    await c.nothing(0.3)                                  # and no second answer
+    await c.nothing()                                     # and no second answer
 
 
 @pytest_twisted.ensureDeferred
@@ -136,7 +135,8 @@ async def test_status_change_takes_effect_for_members(server):
     await make_queue(p, "live", 1, "pull", ack=False)
     assert await c.join("live") == 0
     await p.push("live", 1, b"waiting")
-    await c.nothing(0.2)
+    await p.ping()
+    await c.nothing()
     assert await update_queue(p, "live", 1, Status=1) == 0
     assert (await c.recv(5)).content == b"waiting"
 
@@ -173,9 +173,9 @@ async def test_auto_create_off_gives_404(server):
         await running.stop()
 
 
-async def sweeps(seconds=0.35):
-    """Let a few door sweeps (check_interval 0.1) run."""
-    await task.deferLater(reactor, seconds, lambda: None)
+def sweeps(running):
+    """A few door sweeps (check_interval 0.1) on the broker's clock."""
+    running.advance(0.3)
 
 
 @pytest_twisted.ensureDeferred
@@ -191,19 +191,20 @@ async def test_destroy_when_empty_waits_for_messages_and_consumers_of_every_door
         info = await c.operation(Op.CHANNEL_INFORMATION, "dwe")
         assert body(info)["DestroyWhenEmpty"] is True
         await c.push("dwe", 1, b"waiting")           # no member: the push-all queue keeps it
-        await sweeps()
+        await c.ping()
+        sweeps(running)
         assert "dwe" in running.broker.channels       # a message is still in it
         mqks = await running.mqks()
         assert (await mqks.request("m consume --confirm dwe/1 ev")).startswith("m ok")
         assert (await mqks.line()).endswith(" waiting")
-        await sweeps()
+        sweeps(running)
         assert "dwe" in running.broker.channels       # empty, but an MQKS consumer is on it
         assert await c.join("dwe") == 0
         assert await mqks.request("d delete_consumer --confirm m") == "d ok "
-        await sweeps()
+        sweeps(running)
         assert "dwe" in running.broker.channels       # a Twino member is in it
         assert await c.leave("dwe") == 0
-        await sweeps()
+        sweeps(running)
         assert "dwe" not in running.broker.channels and "dwe/1" not in running.broker.queues
         assert (await c.operation(Op.CHANNEL_INFORMATION, "dwe")).content_type == 404
         assert "keep" in running.broker.channels      # empty too, but never asked
