@@ -12,6 +12,7 @@ from collections import Counter
 from twisted.logger import Logger
 
 from mqksbridge.bridge.clock import periodic
+from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.convert.malamute import (deliver_header, mailbox_message, mailbox_prefix,
                                      service_message, service_prefix, stream_message,
                                      stream_prefix, stream_raw)
@@ -155,10 +156,11 @@ class MalamuteDoor:
             self._failed(peer, command)
 
     def _failed(self, peer, command):
-        """A bug costs this session, never the broker."""
+        """A bug costs this session, never the broker (called inside an `except`)."""
         log.failure("malamute command failed: {command!r}", command=command)
-        self.transport.send(peer.rid, ERROR_500)
-        self.end(peer)
+        if not peer.gone:
+            self.transport.send(peer.rid, ERROR_500)
+            self.end(peer)
 
     def _over_limits(self, peer, event):
         """Why a new STREAM-READ or SERVICE-OFFER is refused, or None."""
@@ -216,7 +218,7 @@ class MalamuteDoor:
             del self.peers[peer.rid]
         if peer.address and self.owners.get(peer.address) is peer:
             del self.owners[peer.address]
-        self.broker.disconnect(peer.client)
+        each(log, "malamute session end", (lambda: self.broker.disconnect(peer.client),))
 
     def lost(self, rid):
         """The peer's connection ended: its session (if any) ends with it."""
@@ -227,8 +229,8 @@ class MalamuteDoor:
     def vanished(self, peer):
         """The peer is gone (disconnected without CLOSE)."""
         self.counters["vanished"] += 1
-        peer.session.expire("vanished")
-        self.end(peer)
+        each(log, "malamute session gone", (lambda: peer.session.expire("vanished"),
+                                            lambda: self.end(peer)))
 
     def _credit(self, peer, event, header):
         """Ignored (like the original) unless enabled: then the client's service offers
@@ -366,14 +368,17 @@ class MalamuteDoor:
             self.broker.add_consumer(self._service(command.service), consumer)
 
     # -- time -------------------------------------------------------------------------------
+    def _expire(self, peer):
+        self.counters["expired"] += 1
+        each(log, "malamute expiry", (peer.session.expire, lambda: self.end(peer)))
+
     def sweep(self):
         """Once per check interval: expire silent sessions, re-arm warnings, report."""
         self.generation += 1
         oldest = self.generation - self.max_age
-        for peer in [p for p in self.peers.values() if p.seen < oldest]:
-            self.counters["expired"] += 1
-            peer.session.expire()
-            self.end(peer)
+        each(log, "malamute expiry", (lambda peer=peer: self._expire(peer)
+                                      for peer in [p for p in self.peers.values()
+                                                   if p.seen < oldest]))
         if self._warned:
             mailboxes = self.broker.mailboxes
             self._warned = {name for name in self._warned if name in mailboxes

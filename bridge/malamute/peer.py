@@ -6,6 +6,11 @@ Malamute: once `high_water` stream messages wait behind a full socket, further c
 for that peer are dropped and counted. A service request that cannot be handed to the socket
 (the peer vanished) goes back to its queue. A foreign message Malamute cannot carry (a
 subject over 255 bytes) is dropped for this peer, counted and logged, never cut.
+
+The three callbacks run inside another client's send (any door's): a failure in one (a
+bug) costs this session, as a failing command does (logged, ERROR 500, session ended),
+never the sender's request or the other readers and workers. The mail goes back to its
+mailbox and the request to its queue, as when the peer vanished.
 """
 from mqksbridge.bridge.convert import Unrepresentable, dropped
 from mqksbridge.bridge.convert.malamute import mailbox_frames, service_frames, stream_frames
@@ -46,23 +51,34 @@ class Peer:
             door.losses["stream copy for slow reader", self.address] += 1
             return
         self.traffic.out[message.origin] += 1
-        frames = self._frames(stream_frames, stream_name, message)
-        if frames is not None:
-            self._send(frames)
+        try:
+            frames = self._frames(stream_frames, stream_name, message)
+            if frames is not None:
+                self._send(frames)
+        except Exception:
+            door._failed(self, ("stream delivery", stream_name))
 
     def mailbox(self, mailbox, message):
         self.traffic.out[message.origin] += 1
-        frames = self._frames(mailbox_frames, mailbox.name, message)
-        if frames is not None and (self.gone or not self._send(frames)):
+        try:
+            frames = self._frames(mailbox_frames, mailbox.name, message)
+            if frames is not None and (self.gone or not self._send(frames)):
+                mailbox.restore(message)
+        except Exception:
             mailbox.restore(message)
+            self.door._failed(self, ("mailbox delivery", mailbox.name))
 
     def service(self, consumer, entry):
         queue = consumer.queue
         self.traffic.delivered(entry.message)
-        frames = self._frames(service_frames, queue.name, entry.message)
-        if frames is None:
-            entry.notify("nack", consumer, "unrepresentable")
-        elif self.gone or not self._send(frames):
+        try:
+            frames = self._frames(service_frames, queue.name, entry.message)
+            if frames is None:
+                entry.notify("nack", consumer, "unrepresentable")
+            elif self.gone or not self._send(frames):
+                queue.requeue(entry)
+        except Exception:
+            self.door._failed(self, ("service delivery", queue.name))
             queue.requeue(entry)
 
     def _frames(self, convert, name, message):

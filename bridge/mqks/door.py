@@ -12,6 +12,7 @@ from twisted.internet import protocol
 from twisted.logger import Logger
 
 from mqksbridge.bridge.convert import mqks as convert
+from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.names import to_name, to_wire
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
@@ -246,11 +247,14 @@ class MqksDoor:
             del self.consumers[cid]
 
     def disconnected(self, conn):
-        for consumer in list(conn.client.consumers.values()):
+        each(log, "mqks disconnect", (lambda: self._forget(conn.client),
+                                      lambda: self.broker.disconnect(conn.client)))
+
+    def _forget(self, client):
+        for consumer in list(client.consumers.values()):
             cid = consumer.tag[0][:-4]
             if self.consumers.get(cid) is consumer:
                 del self.consumers[cid]
-        self.broker.disconnect(conn.client)
 
 
 class MqksConnection(protocol.Protocol):
