@@ -37,9 +37,14 @@ SIDES = {"malamute": Malamute, "mqks": Mqks, "twino": Twino}
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    process = BrokerProcess(tmp_path_factory.mktemp("interop"),
-                            doors=("mqks", "malamute", "twino"),
-                            args=["--mqks-max-line", str(MAX_LINE)]).start()
+    """The broker process sweeps every 0.1 s, so a test of an ack timeout waits for the
+    nack about as long as the timeout it set (the process runs on the wall clock)."""
+    workdir = tmp_path_factory.mktemp("interop")
+    config = workdir / "interop.toml"
+    config.write_text("[broker]\nsweep_interval = 0.1\n")
+    process = BrokerProcess(workdir, doors=("mqks", "malamute", "twino"),
+                            args=["--config", str(config),
+                                  "--mqks-max-line", str(MAX_LINE)]).start()
     yield process
     process.stop()
 

@@ -5,7 +5,7 @@ import pytest
 
 from mqksbridge.bridge.clients.mqks import MqksError
 from tests.interop.conftest import MAX_LINE
-from tests.interop.sides import unique
+from tests.interop.sides import nothing, unique
 
 
 def drops(net, door):
@@ -48,7 +48,7 @@ def test_subject_over_255_bytes_is_dropped_for_malamute_readers_only(net):
     before = drops(net, "malamute")
     net.side("mqks").client().publish(event, b"payload")
     assert mqks.recv().event == event
-    assert reader.recv(0.5) is None
+    nothing(reader)
     assert drops(net, "malamute") == before + 1
     assert reader.ping() >= 0
 
@@ -63,7 +63,7 @@ def test_direct_message_malamute_cannot_carry_is_refused_at_publish(net):
     assert sender.send_direct(owner.address, b"x", headers=[("Subject", "s" * 255)],
                               wait_ack=True).ok
     assert owner.recv(10).subject == "s" * 255
-    assert owner.recv(0.3) is None
+    nothing(owner)
 
 
 def test_empty_subject_is_never_taken_by_a_malamute_worker(net):
@@ -92,5 +92,5 @@ def test_nul_in_a_subject_is_dropped_for_malamute_readers(net):
     before = drops(net, "malamute")
     net.side("mqks").client().publish(event, b"payload")
     assert mqks.recv().event == event
-    assert reader.recv(0.5) is None
+    nothing(reader)
     assert drops(net, "malamute") == before + 1

@@ -59,6 +59,7 @@ def test_round_robin_across_doors_is_strict(net):
     rounds = 10
     for k in range(rounds * len(consumers)):
         twino.publish_queue(pub, queue, "turn", (b"%d" % k,), wait_ack=False)
+    pub.ping()                               # every push handled before the barriers below
     for i, consumer in enumerate(consumers):
         got = [int(consumer.recv().frames[0]) for _ in range(rounds)]
         assert got == list(itertools.islice(itertools.count(i, len(consumers)), rounds))

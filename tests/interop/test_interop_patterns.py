@@ -12,7 +12,7 @@ import pytest
 from mqksbridge.bridge.clients.mqks import MqksError
 from tests.interop.conftest import SIDES
 from mqksbridge.protocols.twino.codec import Frame, MessageType
-from tests.interop.sides import WAIT, unique
+from tests.interop.sides import WAIT, nothing, unique
 
 PAIRS = [(a, b) for a, b in itertools.permutations(sorted(SIDES), 2)]
 PAIR_IDS = [f"{a}-to-{b}" for a, b in PAIRS]
@@ -166,8 +166,7 @@ def test_direct_message_to_one_client(pair):
         else:                               # Malamute keeps mail for whoever opens that address
             src.send_direct(src.publisher(), target, subject, (b"later",))
             assert src.client(target).recv(WAIT).frames == (b"later",)
-        with pytest.raises(TimeoutError):
-            mqks.recv(0.3)
+        nothing(mqks)
         return
     owner, address = dst.mailbox_owner()
     other, _ = dst.mailbox_owner()

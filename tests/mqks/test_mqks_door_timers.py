@@ -5,7 +5,9 @@ test_mqks_robustness.py prove the same over real sockets.
 """
 import pytest
 
+from mqksbridge.protocols.twino.codec import Frame, MessageType, new_id
 from tests.support.wire import Harness
+from tests.twino.test_twino_door_timers import create_queue
 
 
 def test_when_unused_deletes_the_queue_exactly_that_long_after_its_last_consumer(harness):
@@ -81,3 +83,22 @@ def test_a_held_publisher_is_let_go_as_soon_as_the_consumer_catches_up(flow):
     flow.turn()
     assert p.transport.producerState == "producing"            # no clock needed
     assert len(c.lines()) == 40
+
+
+def test_an_ack_timeout_behind_an_mqks_consumer_nacks_the_twino_producer(harness):
+    producer, mqks = harness.twino(), harness.mqks()
+    create_queue(producer, "ch", 1, "round-robin", RequestAcknowledge=True,
+                 AcknowledgeTimeout=1500)
+    assert mqks.request("c consume --confirm ch/1 --manual-ack") == ["c ok "]
+    pushed = Frame(MessageType.QUEUE_MESSAGE, pending_ack=True, message_id=new_id(),
+                   target="ch", content_type=1, content=b"slow")
+    producer.send_frame(pushed)
+    [line] = mqks.lines()
+    assert line.startswith("c ok ") and line.endswith(" slow")   # ...and never acked
+    harness.advance(1)
+    assert producer.frames() == []
+    harness.advance(1)
+    [nack] = producer.frames()
+    assert (nack.type, nack.message_id, nack.header("Nack-Reason")) == (
+        MessageType.ACKNOWLEDGE, pushed.message_id, "timeout")
+    assert mqks.lines() == []                                  # not handed out again
