@@ -4,8 +4,6 @@ checks that the others go on: the delivery callbacks the core calls inside anoth
 send (stream readers, mailbox owners, service workers), a session's teardown and the
 expiry sweep. What could not be delivered is kept (mail, requests), never lost.
 """
-import pytest
-
 from mqksbridge.protocols.malamute import codec
 from mqksbridge.protocols.malamute.session import Session
 from tests.support.wire import Harness

@@ -68,7 +68,8 @@ async def test_vanished_worker_loses_no_waiting_request(server):
     await until(lambda: door.counters["vanished"] == 1, what="the broker to see it gone")
     client = await server.malamute("client")
     await client.run(lambda c: [c.sendfor("svc", "r%d" % i, b"x") for i in range(10)])
-    assert sorted(d.subject for d in await drain(live, client)) == sorted("r%d" % i for i in range(10))
+    got = await drain(live, client)
+    assert sorted(d.subject for d in got) == sorted("r%d" % i for i in range(10))
     assert server.doors["malamute"].counters["vanished"] == 1
 
 

@@ -99,9 +99,3 @@ class LineClient(protocol.Protocol):
     def close(self):
         self.transport.loseConnection()
         return self.closed
-
-
-def sleep(seconds):
-    d = defer.Deferred()
-    reactor.callLater(seconds, d.callback, None)
-    return d

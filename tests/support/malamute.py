@@ -95,7 +95,3 @@ class RawPeer:
 
     def close(self):
         self.sock.close(0)
-
-
-async def sleep(seconds):
-    await task.deferLater(reactor, seconds, lambda: None)

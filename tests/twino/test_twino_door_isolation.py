@@ -4,11 +4,8 @@ would, and checks that the others go on: the callbacks the core calls inside ano
 client's request (consumer deliveries, producer-ack observers, mailbox deliveries, event
 notifications), the teardown of a connection and the keep-alive sweep.
 """
-import pytest
-
 from mqksbridge.bridge.twino import events as twino_events
-from mqksbridge.protocols.twino.codec import (PING_BYTES, ContentType, Frame, MessageType,
-                                              ResultCode, new_id)
+from mqksbridge.protocols.twino.codec import PING_BYTES, ContentType, Frame, MessageType, new_id
 from tests.support.wire import Harness
 from tests.twino.test_twino_door_timers import QUICK, create_queue, join
 
