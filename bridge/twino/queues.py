@@ -128,49 +128,45 @@ def relayed(message):
 
 
 def deliver(consumer, entry):
-    """A Twino consumer's deliver. It runs inside another client's push (any door's): a
-    failure is this connection's (logged, closed), never the pusher's or the dispatch's."""
-    try:
-        _deliver(consumer, entry)
-    except Exception:
-        consumer.tag[0].outbox.failed()
-
-
-def _deliver(consumer, entry):
     """Write one delivery. A Twino push relays its own frame, with FirstAcquirer set only for
-    the first receiver and PendingAcknowledge as this consumer acks."""
+    the first receiver and PendingAcknowledge as this consumer acks. It runs inside another
+    client's push (any door's): a failure is this connection's (logged, closed), never the
+    pusher's or the dispatch's."""
     conn, state = consumer.tag
-    message = entry.message
-    traffic = conn.traffic                       # admin counters (Traffic.delivered)
-    out, origin = traffic.out, message.origin
-    n = out[origin] + 1
-    out[origin] = n
-    if not n & SAMPLE_MASK and message.created_at:
-        traffic.sampled(message)
-    if message.raw_door is state.raw_door:
-        try:
-            raw = relayed(message)
-        except Unrepresentable as exc:
-            return undeliverable(consumer, entry, exc.reason)
-        b0, b1 = raw[0], raw[1]
-        n0 = b0 | 0x80 if entry.deliveries == 1 else b0 & 0x7F
-        n1 = b1 | 0x40 if consumer.manual_ack else b1 & 0xBF
-        if n0 != b0 or n1 != b1:
-            memo = _patched
-            if memo[0] is raw and memo[1] == n0 and memo[2] == n1:
-                raw = memo[3]            # the same variant for the next of many receivers
-            else:
-                patched = bytes((n0, n1)) + raw[2:]
-                memo[:] = (raw, n0, n1, patched)
-                raw = patched
-        conn.write(raw)
-    else:
-        try:
-            conn.write(queue_delivery(message, conn.wire_id(message.id), state.channel, state.id,
-                                      entry.deliveries == 1, consumer.manual_ack,
-                                      state.hide_names))
-        except Unrepresentable as exc:
-            undeliverable(consumer, entry, exc.reason)
+    try:
+        message = entry.message
+        traffic = conn.traffic                       # admin counters (Traffic.delivered)
+        out, origin = traffic.out, message.origin
+        n = out[origin] + 1
+        out[origin] = n
+        if not n & SAMPLE_MASK and message.created_at:
+            traffic.sampled(message)
+        if message.raw_door is state.raw_door:
+            try:
+                raw = relayed(message)
+            except Unrepresentable as exc:
+                return undeliverable(consumer, entry, exc.reason)
+            b0, b1 = raw[0], raw[1]
+            n0 = b0 | 0x80 if entry.deliveries == 1 else b0 & 0x7F
+            n1 = b1 | 0x40 if consumer.manual_ack else b1 & 0xBF
+            if n0 != b0 or n1 != b1:
+                memo = _patched
+                if memo[0] is raw and memo[1] == n0 and memo[2] == n1:
+                    raw = memo[3]            # the same variant for the next of many receivers
+                else:
+                    patched = bytes((n0, n1)) + raw[2:]
+                    memo[:] = (raw, n0, n1, patched)
+                    raw = patched
+            conn.write(raw)
+        else:
+            try:
+                conn.write(queue_delivery(message, conn.wire_id(message.id), state.channel,
+                                          state.id, entry.deliveries == 1, consumer.manual_ack,
+                                          state.hide_names))
+            except Unrepresentable as exc:
+                undeliverable(consumer, entry, exc.reason)
+    except Exception:
+        conn.outbox.failed()
 
 
 def undeliverable(consumer, entry, reason):
@@ -197,31 +193,29 @@ class ProducerAck:
         """It runs inside a queue's dispatch, for any door's consumer: a failure costs the
         producer's connection (logged, closed), never the dispatch of other messages."""
         try:
-            self._settle(event, consumer, reason)
+            if self.done:
+                return
+            state, conn = self.state, self.conn
+            if event == "sent":
+                if self.relay:
+                    return
+                frame = server_ack(self.message_id, state.channel, state.id)
+            elif event == "dropped":
+                frame = server_ack(self.message_id, state.channel, state.id,
+                                   reason or NackReason.ERROR)
+            elif event == "ack" and (not self.relay or (not consumer.manual_ack
+                                                        and consumer.client.door == DOOR)):
+                return    # "sent" answered already; a Twino consumer that does not ack has no
+                # ack to relay (another door's auto-acking consumer acks by taking the message)
+            else:
+                frame = self._relayed(consumer, None if event == "ack" else (reason or "none"))
+            self.done = True
+            if event == "nack":
+                state.nacks += 1
+            if conn.connected:
+                conn.write(encode(frame))
         except Exception:
             self.conn.outbox.failed()
-
-    def _settle(self, event, consumer, reason):
-        if self.done:
-            return
-        state, conn = self.state, self.conn
-        if event == "sent":
-            if self.relay:
-                return
-            frame = server_ack(self.message_id, state.channel, state.id)
-        elif event == "dropped":
-            frame = server_ack(self.message_id, state.channel, state.id, reason or NackReason.ERROR)
-        elif event == "ack" and (not self.relay or (not consumer.manual_ack
-                                                    and consumer.client.door == DOOR)):
-            return    # "sent" answered already; a Twino consumer that does not ack has no
-            # ack to relay (another door's auto-acking consumer acks by taking the message)
-        else:
-            frame = self._relayed(consumer, None if event == "ack" else (reason or "none"))
-        self.done = True
-        if event == "nack":
-            state.nacks += 1
-        if conn.connected:
-            conn.write(encode(frame))
 
     def _relayed(self, consumer, reason):
         """The consumer's ack frame itself when it came from a Twino consumer just now, else
