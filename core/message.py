@@ -46,7 +46,9 @@ class Entry:
 
     `retry` counts rejects/requeues. `observer`, when set, is told about this entry's
     fate: observer(event, entry, consumer, reason) with event in
-    'sent', 'ack', 'nack', 'dropped' (used for producer acks across doors).
+    'sent', 'ack', 'nack', 'dropped' (used for producer acks across doors). Like a
+    consumer's deliver, it must not raise: it runs inside dispatch loops that serve
+    other consumers (the door catches its own failures).
     """
 
     __slots__ = ("message", "retry", "observer", "settled", "deliveries")

@@ -119,7 +119,7 @@ def dealers():
         sock.close(0)
 
 
-async def echo(sock, payload, timeout=3.0):
+async def echo(sock, payload, timeout=10.0):
     sock.send(payload)
     assert await recv(sock, timeout) == [b"re:" + payload]
 
@@ -487,3 +487,28 @@ async def test_slow_dealer_pauses_flow_and_busy_after_high_water(door, dealers):
     await until(lambda: not conn.gate.paused and not client.paused, what="resume")
     assert not d.router.busy(rid)
     await echo(sock, b"fast again")
+
+
+# -- isolation -------------------------------------------------------------------------------------
+
+@pytest_twisted.ensureDeferred
+async def test_a_door_that_raises_for_one_peer_costs_that_connection_only(door, dealers):
+    """Whatever the door does with a peer's messages runs in that connection's read: an
+    exception there (a door bug) closes that connection, and the ROUTER serves the rest."""
+    d = door()
+    [bound] = await d.listen("tcp://127.0.0.1:*")
+    good, bad = dealers(bound), dealers(bound, RECONNECT_IVL=-1)
+    await echo(good, b"good")
+    await echo(bad, b"bad")
+    bad_rid = d.rid_of(b"bad")
+    deliver = d.router.deliver
+
+    def buggy(rid, messages):
+        if rid == bad_rid:
+            raise RuntimeError("a door bug")
+        return deliver(rid, messages)
+    d.router.deliver = buggy
+    bad.send(b"boom")
+    await until(lambda: bad_rid in d.gone, what="that connection closed")
+    await echo(good, b"still served")
+    assert list(d.router.peers) == [d.rid_of(b"good")]
