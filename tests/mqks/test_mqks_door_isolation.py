@@ -28,3 +28,18 @@ def test_a_teardown_that_meets_a_failing_consumer_of_another_door_still_complete
     assert len(harness.broker.queues["q1"]) == 1             # the request kept for later
     assert len(harness.broker.clients) == 2                  # good and p
     assert len(logged_failures) == 1
+
+
+def test_a_request_whose_handler_fails_is_answered_with_an_error_and_the_read_goes_on(
+        harness, logged_failures, monkeypatch):
+    """The door's own guard: a bug costs that request (an error reply), not the connection
+    or the lines after it in the same read."""
+    c = harness.mqks()
+    door = harness.doors["mqks"]
+
+    def buggy(conn, req_id, data, confirm):
+        raise RuntimeError("a handler bug")
+    monkeypatch.setitem(door._actions, b"rebind", buggy)
+    replies = c.request("r1 rebind --confirm q e", "p1 ping after")
+    assert len(replies) == 2 and replies[0].startswith("r1 error ") and replies[1] == "p1 ok after"
+    assert not c.closed and len(logged_failures) == 1

@@ -5,7 +5,9 @@ client's request (consumer deliveries, producer-ack observers, mailbox deliverie
 notifications), the teardown of a connection and the keep-alive sweep.
 """
 from mqksbridge.bridge.twino import events as twino_events
-from mqksbridge.protocols.twino.codec import PING_BYTES, ContentType, Frame, MessageType, new_id
+from mqksbridge.bridge.twino import queues as twino_queues
+from mqksbridge.protocols.twino.codec import (PING_BYTES, ContentType, Frame, MessageType,
+                                              encode, new_id)
 from tests.support.wire import Harness
 from tests.twino.test_twino_door_timers import QUICK, create_queue, join
 
@@ -138,3 +140,43 @@ def test_a_connection_failing_in_the_keep_alive_sweep_leaves_the_others_swept(
         assert len(logged_failures) == 5
     finally:
         harness.stop()
+
+
+def test_a_frame_whose_handler_fails_is_answered_500_and_the_read_goes_on(
+        harness, logged_failures, monkeypatch):
+    """The door's own guard (door.failed): a bug costs that frame, not the connection
+    or the frames after it in the same read."""
+    c = harness.twino()
+    handlers = harness.doors["twino"].handlers
+    server = handlers[MessageType.SERVER]
+
+    def buggy(conn, frame):
+        if frame.target == "boom":
+            raise RuntimeError("a handler bug")
+        return server(conn, frame)
+    monkeypatch.setitem(handlers, MessageType.SERVER, buggy)
+    boom, fine = (Frame(MessageType.SERVER, pending_response=True, message_id=new_id(),
+                        target=name, content_type=ContentType.JOIN) for name in ("boom", "fine"))
+    c.send(encode(boom) + encode(fine))      # one read
+    assert [(f.message_id, f.content_type) for f in c.frames()] == [
+        (boom.message_id, 500), (fine.message_id, 0)]
+    assert not c.closed and len(logged_failures) == 1
+
+
+def test_a_push_that_fails_costs_that_push_not_the_rest_of_its_run(
+        harness, logged_failures, monkeypatch):
+    p, member = harness.twino(), harness.twino()
+    create_queue(p, "run", 1, "push", RequestAcknowledge=False)
+    join(member, "run")
+    real = twino_queues.from_frame
+
+    def buggy(frame, *args):
+        if frame.content == b"boom":
+            raise RuntimeError("a conversion bug")
+        return real(frame, *args)
+    monkeypatch.setattr(twino_queues, "from_frame", buggy)
+    p.send(b"".join(encode(Frame(MessageType.QUEUE_MESSAGE, message_id=new_id(), target="run",
+                                 content_type=1, content=body))
+                    for body in (b"one", b"boom", b"two")))
+    assert [f.content for f in member.frames()] == [b"one", b"two"]
+    assert not p.closed and len(logged_failures) == 1
