@@ -45,7 +45,7 @@ async def test_pause_holds_deliveries_until_resume(server):
     assert paused["mode"] == "paused"
     publisher.send("m1 publish ev one", "m2 publish ev two")
     assert await publisher.request("p1 ping x") == "p1 ok x"
-    await consumer.nothing(0.2)
+    await consumer.nothing()
     assert (await aget(port, "/api/queues/q2"))["depth"] == 2
     resumed = await aget(port, "/api/queues/q2/resume", "POST", {})
     assert resumed["mode"] == "round-robin"

@@ -21,7 +21,7 @@ from mqksbridge.bridge.clients import twino
 from mqksbridge.bridge.clients.malamute import MalamuteClient
 from mqksbridge.protocols.twino.codec import MessageType
 from tests.conftest import RunningBroker
-from tests.support.lines import sleep
+from tests.support.waits import until
 from tests.support.process import BrokerProcess
 
 BOUND = 5.0          # --shutdown-timeout
@@ -182,9 +182,11 @@ class SlowStop(service.Service):
     def __init__(self, seconds):
         self.seconds = seconds
         self.done_at = None
+        self.stopping = False
 
     def stopService(self):
         super().stopService()
+        self.stopping = True
 
         def done():
             self.done_at = reactor.seconds()
@@ -204,10 +206,9 @@ async def test_no_confirm_while_stopping_and_goodbyes_after_pending_work():
     consumer.closed.addCallback(lambda _: closed_at.append(reactor.seconds()))
 
     stopping = broker.top.stopService()
-    await sleep(0.05)                       # the broker is waiting for SlowStop now
+    await until(lambda: slow.stopping, what="the stop to reach SlowStop")
     publisher.send(*(f"m{i} publish --confirm ev during{i}" for i in range(1, 11)))
-    await sleep(0.2)
-    await stopping
+    await stopping                          # SlowStop's 0.5 s: the sends are at the broker
     await consumer.closed
     await publisher.closed
     assert slow.done_at is not None and closed_at[0] >= slow.done_at

@@ -29,7 +29,7 @@ class Harness:
     """Every door, no listener; `mqks()`, `twino()`, `malamute()` connect a client."""
 
     def __init__(self, overrides=None):
-        cfg = {door: {"listen": []} for door in ("mqks", "malamute", "twino")}
+        cfg = {door: {"listen": []} for door in ("mqks", "malamute", "twino", "admin")}
         for door, values in (overrides or {}).items():
             cfg.setdefault(door, {}).update(values)
         self.config = configuration.load(overrides=cfg)
