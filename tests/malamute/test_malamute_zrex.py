@@ -112,7 +112,9 @@ def test_cache_returns_same_object():
     (r"^temp\.", "literal", ("prefix", "temp.")), ("^", "literal", ("prefix", "")),
     ("^moscow$", "literal", ("exact", "moscow")), ("^$", "literal", ("exact", "")),
     ("moscow$", "literal", ("suffix", "moscow")), ("$", "regex", None), ("(^)", "regex", None),
-    ("^a*b*$", "dfa", None), ("temp.*moscow", "dfa", None),
+    ("^a*b*$", "dfa", None), ("a.b*c.*d", "dfa", None), (".*a.*$", "literal", ("contains", "a")),
+    ("temp.*moscow", "texts", None), ("a.b.*c", "gap", None), ("^a.*b$", "gap", None),
+    (".a*b.*c", "gap", None), (r"\w.*\d$", "gap", None),
     ("temp|weather", "alternatives", None), ("(temp|rain)\\.", "alternatives", None),
     ("(a|ab)c", "slre", None), ("(a|b)*c", "slre", None), ("^a.*?b", "slre", None),
 ])
@@ -147,6 +149,46 @@ def test_catastrophic_patterns_cost_linear_time(pattern):
         return time.thread_time() - start
     assert min(cost(long) for _ in range(3)) < 1.0
     assert min(cost(long) for _ in range(3)) < 20 * min(cost(short) for _ in range(3)) + 0.01
+
+
+# Each engine on a subject built to make a backtracking search of that pattern slow: the
+# text its first run or loop matches, over and over, and never what would end the search.
+ENGINE_WORST_CASES = [
+    ("aaab", "literal", "a"), ("temp.*moscow", "texts", "temp"), ("a.*a.*a.*b", "texts", "a"),
+    ("a.*.b.*b", "gap", "a"), ("^a.*a.*b$", "gap", "a"), (r"a.a.*\w\w.*[ab]$", "gap", "ab."),
+    ("a.a.a.a.b", "regex", "a"), ("a?a?a?aab", "regex", "a"), ("^a*a?b", "regex", "a"),
+    (r"\d+$", "regex", "1x"), ("^a*b*$", "dfa", "ab"), ("a.b*c.*d", "dfa", "abc"),
+    ("b.b*c", "dfa", "b"),
+    ("temp|moscow|now", "alternatives", "temo"), ("a.*a.*b|a.a.b", "alternatives", "a"),
+    ("^a*b*$|x", "alternatives", "ab"), ("(a|b)*c", "slre", "ab"),
+]
+
+
+@pytest.mark.parametrize("pattern, engine, unit", ENGINE_WORST_CASES)
+def test_each_engine_costs_linear_time(pattern, engine, unit):
+    """4x the subject, about 4x the time (a quadratic search would take 16x, a cubic one
+    64x), from 256 bytes up to 16 KiB; sizes stop growing past 0.5 s, so a super-linear
+    engine fails without running for minutes."""
+    compiled = zrex.Pattern(pattern, max_subject=None)
+    assert compiled.engine == engine
+    times = []
+    for size in (256, 1024, 4096, 16384):
+        subject = unit * (size // len(unit))
+        assert compiled.search(subject) is False
+        times.append(_cpu(compiled.search, subject))
+        if times[-1] > 0.5:
+            break
+    assert len(times) == 4, times
+    assert times[-1] < 10 * times[-2] + 0.002, times
+
+
+def _cpu(search, subject):
+    best = float("inf")
+    for _ in range(5):
+        start = time.thread_time()
+        search(subject)
+        best = min(best, time.thread_time() - start)
+    return best
 
 
 def test_general_engine_fills_one_column_per_item():
@@ -236,6 +278,59 @@ def test_bytes_never_raise(pattern, subject):
     assert zrex.compile(pattern).search(subject) in (True, False)
 
 
+# Typical patterns (texts joined by ``.*``, dots, classes and loops, anchors, ``|``), each
+# with a subject made of one alternative's texts and of text that fits between them, so
+# that most match (SLRE's ``?`` and ``|`` may still refuse), or of the same texts mixed.
+_WORDS = ["temp", "moscow", "a1", "x", "b.c", "9"]
+_JOINS = {"": [""], ".*": ["", "x", "temp"], ".+": ["x", "ab"], ".": ["x", "."], "\\.": ["."],
+          "[ab.]": ["a", "."], "\\d+": ["1", "12"], "\\w*": ["", "a1"], ".?": ["", "x"],
+          "x*": ["", "xx"], ".*?": ["", "x"]}
+_FILLER = ["", "", "x", ".", "1", "ab", " ", "temp", "\u00e9", "\x00", "\udcff"]
+
+
+@st.composite
+def typical_cases(draw):
+    pieces, subjects = [], []
+    for _ in range(draw(st.sampled_from([1, 1, 1, 2, 3]))):
+        start, end = draw(st.sampled_from(["", "", "^"])), draw(st.sampled_from(["", "", "$"]))
+        pattern, subject = start, "" if start else draw(st.sampled_from(_FILLER))
+        for _ in range(draw(st.integers(1, 4))):
+            join, word = draw(st.sampled_from(sorted(_JOINS))), draw(st.sampled_from(_WORDS))
+            pattern += join + word
+            subject += draw(st.sampled_from(_JOINS[join])) + word
+        pieces.append(pattern + end)
+        subjects.append(subject + ("" if end else draw(st.sampled_from(_FILLER))))
+    pattern = "|".join(pieces)
+    if draw(st.booleans()):
+        return pattern, draw(st.sampled_from(subjects))
+    texts = re.findall(r"[a-z0-9]+", pattern) + _FILLER
+    return pattern, "".join(draw(st.lists(st.sampled_from(texts), max_size=6)))
+
+
+@settings(max_examples=600, deadline=None)
+@given(typical_cases())
+def test_typical_patterns_equal_the_old_slre_matcher(case):
+    """Every engine against the pre-issue-12 matcher, on subjects likely to match, given
+    as str (ASCII: the fast path; non-ASCII or with a NUL: converted) and as bytes."""
+    pattern, subject = case
+    compiled = zrex.compile(pattern)
+    expected = slre_reference.search(pattern, subject)
+    assert compiled.search(subject) is expected
+    assert compiled.search(subject.encode("utf-8", "surrogateescape")) is expected
+
+
+@given(st.sampled_from(["^\u00e9", "\u00e9$", ".\u00e9.*x", "^.$", "^..$", "[\u00e9]", "\u00e9|x",
+                        "^a.*\u00e9", "\\w.*\u00e9"]),
+       st.text(alphabet="a\u00e9x\x00\udcc3\udca9", max_size=6))
+def test_non_ascii_subjects_are_matched_byte_by_byte(pattern, subject):
+    """A non-ASCII subject is its UTF-8 bytes to SLRE (``^.$`` does not match "\u00e9")."""
+    compiled = zrex.compile(pattern)
+    expected = slre_reference.search(pattern, subject)
+    assert compiled.search(subject) is expected
+    assert compiled.search(subject.encode("utf-8", "surrogateescape")) is expected
+    assert compiled.search(bytearray(subject.encode("utf-8", "surrogateescape"))) is expected
+
+
 @given(st.text(max_size=30).filter(lambda s: s and "\x00" not in s[:1]))
 def test_empty_pattern_matches_every_nonempty_subject(subject):
     assert zrex.compile("").search(subject) is True
@@ -270,12 +365,28 @@ _UNSAFE = re.compile(r"\|[\^$]*[*+?]|^[\^$?]*[*+]|[*+?^$][*+]|\\$")
 @given(st.text(alphabet="ab.^$*+?[]|\\dw", max_size=7), st.text(alphabet="ab. x", max_size=8))
 def test_agrees_with_libczmq(pattern, subject):
     assume(not _UNSAFE.search(pattern) and not re.search(r"\[[^\]]*$", pattern))
-    handle = LIBCZMQ.zrex_new(pattern.encode())
-    try:
-        valid = LIBCZMQ.zrex_valid(handle)
-        matched = LIBCZMQ.zrex_matches(handle, subject.encode())
-    finally:
-        LIBCZMQ.zrex_destroy(ctypes.byref(ctypes.c_void_p(handle)))
+    valid, matched = _libczmq_search(pattern.encode(), subject.encode())
     compiled = zrex.compile(pattern)
     assert compiled.valid is valid
     assert compiled.search(subject) is matched
+
+
+@pytest.mark.skipif(LIBCZMQ is None, reason="libczmq not installed")
+@settings(max_examples=300, deadline=None)
+@given(typical_cases())
+def test_typical_patterns_agree_with_libczmq(case):
+    pattern, subject = case
+    assume(not _UNSAFE.search(pattern))
+    raw = subject.encode("utf-8", "surrogateescape")
+    valid, matched = _libczmq_search(pattern.encode(), raw)
+    compiled = zrex.compile(pattern)
+    assert valid is compiled.valid is True
+    assert compiled.search(subject) is compiled.search(raw) is matched
+
+
+def _libczmq_search(pattern, subject):
+    handle = LIBCZMQ.zrex_new(pattern)
+    try:
+        return LIBCZMQ.zrex_valid(handle), LIBCZMQ.zrex_matches(handle, subject)
+    finally:
+        LIBCZMQ.zrex_destroy(ctypes.byref(ctypes.c_void_p(handle)))
