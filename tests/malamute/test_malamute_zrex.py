@@ -307,7 +307,7 @@ def typical_cases(draw):
     return pattern, "".join(draw(st.lists(st.sampled_from(texts), max_size=6)))
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(typical_cases())
 def test_typical_patterns_equal_the_old_slre_matcher(case):
     """Every engine against the pre-issue-12 matcher, on subjects likely to match, given
@@ -372,7 +372,7 @@ def test_agrees_with_libczmq(pattern, subject):
 
 
 @pytest.mark.skipif(LIBCZMQ is None, reason="libczmq not installed")
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(typical_cases())
 def test_typical_patterns_agree_with_libczmq(case):
     pattern, subject = case
