@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench clean browser
+.PHONY: run test bench clean system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,14 +18,16 @@ $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 run: $(STAMP)
 	$(BIN)/twistd -n mqksbridge
 
-test: $(STAMP) browser
+test: $(STAMP) system-packages
 	$(BIN)/python -m pytest -q
 
-# The dashboard test drives Debian's headless Chromium; as root (CI) install it if missing.
-browser:
-	@if [ "$$(id -u)" = 0 ] && ! { command -v chromium && command -v chromedriver; } >/dev/null; then \
+# Debian packages some tests use, installed when missing and run as root (CI): headless
+# Chromium for the dashboard test, libczmq for the zrex differential test against czmq.
+system-packages:
+	@if [ "$$(id -u)" = 0 ] && ! { command -v chromium && command -v chromedriver \
+			&& ldconfig -p | grep -q 'libczmq\.so\.4'; } >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -qq chromium chromium-driver >/dev/null; fi
+		apt-get install -y -qq chromium chromium-driver libczmq4 >/dev/null; fi
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'
