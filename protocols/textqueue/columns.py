@@ -23,10 +23,10 @@ from mqksbridge.protocols.textqueue import journal
 from mqksbridge.protocols.textqueue.records import TextQueueError
 
 #: The fields `decode_columns` knows: the envelope's, with times in milliseconds
-#: (`created_ms`, `expires_ms`, `settled_ms`, `settle_reason`), `size` (the message's
+#: (`created_ms`, `expires_ms`, `settled_ms`, `settle_reason`, `settle_door`), `size` (the message's
 #: bytes: all frames) and `frame_count`.
 FIELDS = ("status", "id", "subject", "sender", "origin", "tracker", "priority",
-          "created_ms", "expires_ms", "retry", "settle_reason", "settled_ms", "headers",
+          "created_ms", "expires_ms", "retry", "settle_reason", "settled_ms", "settle_door", "headers",
           "frames", "frame_count", "size", "body")
 
 _DECODE = methodcaller("decode", "utf-8", "surrogateescape")
@@ -155,6 +155,9 @@ class _Columns:
     def settled_ms(self):
         return self._settles()[1]
 
+    def settle_door(self):
+        return self._settles()[2]
+
     def headers(self):
         return [None if v is None else journal._headers(v) for v in self._values(b"headers")]
 
@@ -210,25 +213,30 @@ def _head(raw):
 
 
 def _settles(values, created):
-    """([reason], [settled ms]) per record (None, None when not settled). A stamp of
-    a known code and a millisecond count is read here; any other goes through
-    journal._settled (units, unknown codes, errors)."""
-    reasons, times = [], []
+    """([reason], [settled ms], [door]) per record (None when not settled or not
+    recorded). A stamp of a known code and a millisecond count is read here; any other
+    goes through journal._settled (doors, units, unknown codes, errors)."""
+    reasons, times, doors = [], [], []
     for value, created_ms in zip(values, created):
         value = value.rstrip(b" ") if value else b""
         if not value:
             reasons.append(None)
             times.append(None)
+            doors.append(None)
             continue
         after = value[1:]
         reason = _SETTLE_REASONS.get(value[:1])
         if reason is None or not after.isdigit():
             settle = journal._settled(value, created_ms)
             reason = settle.reason
+            doors.append(settle.door)
+            if after[:1].isupper():
+                after = after[1:]
             unit = {b"s": 1000, b"h": 3_600_000}.get(after[-1:], 1)
             after = after[:-1] if unit > 1 else after
             times.append(created_ms + int(after) * unit)
         else:
+            doors.append(None)
             times.append(created_ms + int(after))
         reasons.append(reason)
-    return reasons, times
+    return reasons, times, doors

@@ -51,6 +51,10 @@ SETTLE_CODES = {
 }
 _CODE_OF = {reason: (code, control) for code, (reason, control) in SETTLE_CODES.items()}
 STATUSES = {"-": "queued", "=": "done", "!": "error", "#": "comment"}
+# The door of the consumer that settled a record, one capital letter after the settle
+# code (`\e=aT350`: acked by a Twino consumer 350 ms after it was published).
+DOOR_LETTERS = {"K": "mqks", "M": "malamute", "T": "twino", "Q": "textqueue"}
+_LETTER_OF = {door: letter.encode() for letter, door in DOOR_LETTERS.items()}
 FIELDS = ("status", "id", "subject", "frames", "headers", "sender", "origin", "tracker",
           "priority", "created_at", "expires_at", "retry", "settled", "body")
 
@@ -66,9 +70,12 @@ _lines = {}             # (subject, origin, sender) -> their variable lines
 
 class Settle(NamedTuple):
     """How and when a record was settled: `reason` (a SETTLE_CODES reason, or the code
-    itself when unknown) and `at` (seconds since the epoch)."""
+    itself when unknown), `at` (seconds since the epoch) and `door`, the door of the
+    consumer that settled it (a DOOR_LETTERS name, the letter itself when unknown, or
+    None when not recorded)."""
     reason: str
     at: float
+    door: Optional[str] = None
 
 
 class Header(NamedTuple):
@@ -147,21 +154,27 @@ def _ms(seconds):
     return round(seconds * 1000)
 
 
-def _after(ms):
-    """A duration in the settle field's 7 characters: ms, else seconds or hours."""
+def _after(ms, width=7):
+    """A duration in `width` characters: ms, else seconds or hours (7: the settle
+    field less its code; 6 when a door letter takes one)."""
     ms = max(ms, 0)
-    if ms < 10_000_000:
+    if ms < 10 ** width:
         return b"%d" % ms
-    if ms < 1_000_000_000:
+    if ms < 10 ** (width + 2):
         return b"%ds" % (ms // 1000)
-    return b"%dh" % min(ms // 3_600_000, 999_999)
+    return b"%dh" % min(ms // 3_600_000, 10 ** (width - 1) - 1)
 
 
-def _settle_value(reason, settled_at, created_ms):
+def _settle_value(reason, settled_at, created_ms, door=None):
     code = _CODE_OF.get(reason)
     if code is None:
         raise TextQueueError(f"unknown settle reason {reason!r}")
-    return code[0].encode() + _after(_ms(settled_at) - created_ms)
+    if door is None:
+        return code[0].encode() + _after(_ms(settled_at) - created_ms)
+    letter = _LETTER_OF.get(door)
+    if letter is None:
+        raise TextQueueError(f"unknown door {door!r}; doors are {sorted(_LETTER_OF)}")
+    return code[0].encode() + letter + _after(_ms(settled_at) - created_ms, 6)
 
 
 def _sender_lines(key):
@@ -216,7 +229,8 @@ def encode_message(message, *, base_ms=0, status="-", retry=0, settled=None) -> 
                                           for k, v in message.headers.items()]), b"\n")
     out.append(coding)
     fixed = b"".join(out)
-    settle = b"" if settled is None else _settle_value(settled.reason, settled.at, created)
+    settle = b"" if settled is None else _settle_value(settled.reason, settled.at, created,
+                                                       settled.door)
     return b"%s%s\\r=%-3d\n\\e=%-8s\n\\c=%s\n" % (
         status.encode(), fixed, min(max(retry, 0), RETRY_MAX), settle, _checksum(fixed))
 
@@ -333,13 +347,18 @@ def _settled(value, created_ms):
         return None
     code = value[:1].decode("ascii", "replace")
     after = value[1:]
+    door = None
+    if after[:1].isupper():
+        letter = after[:1].decode()
+        door = DOOR_LETTERS.get(letter, letter)
+        after = after[1:]
     unit = 1
     if after[-1:] == b"s":
         after, unit = after[:-1], 1000
     elif after[-1:] == b"h":
         after, unit = after[:-1], 3_600_000
     reason = SETTLE_CODES.get(code, (code,))[0]
-    return Settle(reason, (created_ms + _int(after, "settle time") * unit) / 1000)
+    return Settle(reason, (created_ms + _int(after, "settle time") * unit) / 1000, door)
 
 
 def _created_ms(variables, base_ms):
@@ -559,17 +578,20 @@ def retry_edit(places: Places, retry: int) -> Edit:
     return _fit(places.retry, places.retry_width, b"%d" % min(max(retry, 0), limit))
 
 
-def settle_edit(places: Places, reason: str, settled_at: float, created_at: float) -> Edit:
-    """Stamp the settle field: the reason's code and the time since `created_at`."""
+def settle_edit(places: Places, reason: str, settled_at: float, created_at: float,
+                door: Optional[str] = None) -> Edit:
+    """Stamp the settle field: the reason's code, the door of the consumer that
+    settled it when given (a DOOR_LETTERS name), and the time since `created_at`."""
     return _fit(places.settle, places.settle_width,
-                _settle_value(reason, settled_at, _ms(created_at)))
+                _settle_value(reason, settled_at, _ms(created_at), door))
 
 
-def settle_edits(places: Places, reason: str, settled_at: float, created_at: float) -> list:
+def settle_edits(places: Places, reason: str, settled_at: float, created_at: float,
+                 door: Optional[str] = None) -> list:
     """Settle a record: its reason's control character and the settle stamp (an ack
     stamps "acked" and gets `=`, dead-lettering, expiry and removal get `!`)."""
     code = _CODE_OF.get(reason)
     if code is None:
         raise TextQueueError(f"unknown settle reason {reason!r}")
     return [Edit(places.status, code[1].encode()),
-            settle_edit(places, reason, settled_at, created_at)]
+            settle_edit(places, reason, settled_at, created_at, door)]

@@ -26,11 +26,12 @@ def _expected(raw, name, base):
     if name == "expires_ms":
         expires = field("expires_at")
         return None if expires is None else created + int(variables[b"ttl"])
-    if name in ("settle_reason", "settled_ms"):
+    if name in ("settle_reason", "settled_ms", "settle_door"):
         settled = field("settled")
         if settled is None:
             return None
-        return settled.reason if name == "settle_reason" else round(settled.at * 1000)
+        return {"settle_reason": settled.reason, "settle_door": settled.door,
+                "settled_ms": round(settled.at * 1000)}[name]
     if name == "frame_count":
         return len(field("frames"))
     if name == "size":
