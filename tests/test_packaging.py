@@ -16,7 +16,7 @@ from importlib import metadata
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("core", "protocols", "bridge")   # installed as mqksbridge.<name>
+PACKAGES = ("core", "protocols", "bridge", "pipeline")   # installed as mqksbridge.<name>
 OFFLINE_SIGNS = (
     "NewConnectionError", "Temporary failure in name resolution", "Network is unreachable",
     "No matching distribution found for setuptools", "No matching distribution found for wheel",

@@ -1,0 +1,293 @@
+"""The `textqueue` Spark data source on real files: every column against the plain-Python
+reading, byte ranges cut anywhere, Arrow batches of exactly the declared schema, filters
+pushed down and applied exactly, undeclared columns left undecoded, files, directories,
+globs, live and archived journals, torn last records, empty files, files written and
+marked by the reference `textqueue` package."""
+import datetime
+import json
+import os
+
+import pyarrow as pa
+import pytest
+import textqueue
+from pyspark.sql.datasource import EqualTo, GreaterThan, In, LessThanOrEqual, Not, StringStartsWith
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from mqksbridge.pipeline import files, schema
+from mqksbridge.pipeline.session import read
+from mqksbridge.pipeline.source import TextQueueDataSource
+from mqksbridge.protocols.textqueue import encode_record, journal
+from mqksbridge.protocols.textqueue.journal import Envelope, Settle
+from tests.pipeline import plain, traffic
+from tests.textqueue.strategies import write_file
+
+UTC = datetime.timezone.utc
+
+
+def _ms(ts):
+    return None if ts is None else round(ts.timestamp() * 1000)
+
+
+def _expected(row: plain.Row):
+    """A plain-Python row in the data source's column terms."""
+    e = row.envelope
+    s = e.settled
+    return {
+        "file": row.file, "offset": row.offset, "queue": row.queue, "status": row.status,
+        "id": e.id, "subject": e.subject, "origin": e.origin, "sender": e.sender,
+        "consumer": None if s is None else s.door, "tracker": e.tracker,
+        "priority": e.priority, "created": round(e.created_at * 1000),
+        "expires": None if e.expires_at is None else round(e.expires_at * 1000),
+        "settled": None if s is None else round(s.at * 1000),
+        "settle_reason": None if s is None else s.reason, "retry": e.retry,
+        "headers": e.headers, "frame_count": len(e.frames), "size": sum(map(len, e.frames)),
+        "body_bytes": b"".join(e.frames), "frames": list(e.frames), "checksum": row.checksum,
+    }
+
+
+def _actual(row):
+    d = row.asDict()
+    for key in ("created", "expires", "settled"):
+        d[key] = _ms(d[key])
+    d["body_bytes"] = bytes(d["body_bytes"])
+    d["frames"] = [bytes(f) for f in d["frames"]]
+    return {k: v for k, v in d.items() if k not in ("body", "variables")}
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    traffic.write_tree(str(root), traffic.envelopes(3000, seed=7), segment_records=150)
+    return root
+
+
+def test_every_column_equals_the_plain_python_reading(spark, tree):
+    want = sorted((_expected(r) for r in plain.read_tree(tree)), key=lambda d: (d["file"], d["offset"]))
+    rows = read(spark, [tree]).orderBy("file", "offset").collect()
+    got = [_actual(r) for r in rows]
+    assert len(got) == len(want) == 3000
+    assert got == want
+    # body: the stored text; variables: what the record says, as written
+    by_key = {(r.file, r.offset): r for r in rows}
+    for row in plain.read_tree(tree)[:200]:
+        spark_row = by_key[(row.file, row.offset)]
+        raw = _raw_at(row.file, row.offset)
+        assert spark_row.body == journal.decode_fields(raw, ["body"])[0].decode()
+        assert spark_row.variables["c"] == journal._variable(raw, b"c").decode()
+
+
+def _raw_at(path, offset):
+    data = open(path, "rb").read()
+    end = data.find(b"\n", offset)
+    while end + 1 < len(data) and data[end + 1:end + 2] in (b" ", b"\\"):
+        end = data.find(b"\n", end + 1)
+    return data[offset:end]
+
+
+def _small_journal():
+    envs = [Envelope("a", "s.1", (b"one",), None, "c1", "mqks", created_at=1.0),
+            Envelope("b", "s.2", (b"two\nlines\n\\not a variable",), {"k": "v"}, "c2", "twino",
+                     created_at=2.0),
+            Envelope("c", "", (b"\x00bin", b""), None, "c3", "malamute", "trk", True, created_at=3.0),
+            Envelope("d", "s.4", (b"-",), None, "", "textqueue", created_at=4.0)]
+    data = journal.encode_header("jobs", 1, 0) + b"".join(
+        journal.encode_message(e, status=s, settled=st) for e, s, st in zip(
+            envs, "-=!-", [None, Settle("acked", 2.5, "mqks"), Settle("expired", 9.0), None]))
+    return data, envs
+
+
+def test_byte_ranges_cut_at_every_offset_read_each_record_once(tmp_path):
+    data, envs = _small_journal()
+    path = str(write_file(tmp_path / "jobs.tq", data))
+    header = files.read_header(path)
+    size = len(data)
+
+    def offsets(ranges):
+        out = []
+        for r in ranges:
+            for block in files.read_range(r, header, block=7):
+                out += block.offsets
+        return out
+
+    whole = offsets([files.Range(path, 0, size, size)])
+    assert len(whole) == len(envs)
+    for cut in range(size + 1):
+        ranges = [files.Range(path, 0, cut, size), files.Range(path, cut, size, size)]
+        assert offsets(ranges) == whole, cut
+    for a in range(0, size + 1, 5):
+        for b in range(a, size + 1, 11):
+            ranges = [files.Range(path, 0, a, size), files.Range(path, a, b, size),
+                      files.Range(path, b, size, size)]
+            assert offsets(ranges) == whole, (a, b)
+
+
+@pytest.mark.parametrize("split", [41, 1 << 20])
+def test_spark_reads_the_same_rows_whatever_the_split(spark, tmp_path, split):
+    data, envs = _small_journal()
+    path = write_file(tmp_path / "jobs.tq", data)
+    df = read(spark, [path], ["offset", "id", "frames"], splitBytes=split)
+    rows = df.orderBy("offset").collect()
+    assert [(r.id, tuple(map(bytes, r.frames))) for r in rows] == [(e.id, e.frames) for e in envs]
+
+
+def test_the_reader_yields_arrow_batches_of_exactly_the_declared_schema(tree):
+    for names in (None, ["status", "created", "headers", "frames"], ["offset"]):
+        spark_schema = schema.spark_schema(names)
+        source = TextQueueDataSource({"path": str(tree)})
+        reader = source.reader(spark_schema)
+        expected = to_arrow_schema(spark_schema, timezone="UTC")
+        batches = [b for task in reader.partitions() for b in reader.read(task)]
+        assert batches and all(isinstance(b, pa.RecordBatch) for b in batches)
+        assert all(b.schema.equals(expected) for b in batches)
+        assert sum(b.num_rows for b in batches) == 3000
+
+
+def test_undeclared_columns_are_not_decoded(spark, tmp_path):
+    """A record whose created time does not decode: reading other columns works,
+    declaring `created` raises the codec's error."""
+    good = journal.encode_message(Envelope("ok", "s", (b"x",), created_at=5.0))
+    bad = good.replace(b"\\t=5000", b"\\t=soon")
+    path = write_file(tmp_path / "q.tq", good + bad + good)
+    assert read(spark, [path], ["offset", "id", "subject"]).count() == 3
+    with pytest.raises(Exception, match="t is not an integer"):
+        read(spark, [path], ["offset", "created"]).collect()
+
+
+def _plan(df):
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def _not_pushed(predicate, column):
+    """The same predicate on an expression of the column that Spark cannot push down."""
+    return predicate.replace(f"{column} ", f"coalesce({column}, {column}) ")
+
+
+@pytest.mark.parametrize("predicate", [
+    "status = 'error'",
+    "status in ('queued', 'comment')",
+    "status <> 'done'",
+    "status = '-'",
+    "queue = 'orders'",
+    "queue in ('jobs', 'audit/1')",
+    "queue like 'aud%'",
+    "queue <> 'img'",
+    "created > timestamp'2024-06-13 19:26:20.5'",
+    "created <= timestamp'2024-06-13 19:26:20.5' and created >= timestamp'2024-06-13 19:26:15'",
+    "created = timestamp'2024-06-13 19:26:15.123'",
+    "settled < timestamp'2024-06-13 19:26:25'",
+    "offset > 5000",
+    "file like '%/archive/%'",
+])
+def test_filters_are_pushed_down_and_exact(spark, tree, predicate):
+    df = read(spark, [tree], ["file", "offset", "queue", "status", "created", "settled"])
+    column = predicate.split()[0]
+    pushed = df.where(predicate)
+    evaluated = df.where(_not_pushed(predicate, column))
+    assert sorted(pushed.collect()) == sorted(evaluated.collect())
+    matches_none = predicate.startswith(("created =", "status = '-'"))
+    assert (pushed.count() == 0) == matches_none
+    spark_filters = [line.replace(f"isnotnull({column}#", "") for line in
+                     _plan(pushed).splitlines() if "Filter " in line and "BatchScan" not in line]
+    if "like '%" not in predicate:          # '%x%' is StringContains: Spark keeps it
+        assert not [f for f in spark_filters if f"{column}#" in f], spark_filters
+
+
+def test_pushed_filters_reach_the_reader(tree):
+    source = TextQueueDataSource({"path": str(tree)})
+    reader = source.reader(schema.spark_schema(["offset", "status", "queue", "created"]))
+    filters = [EqualTo(("status",), "queued"), Not(In(("queue",), ("jobs",))),
+               StringStartsWith(("queue",), "o"),
+               GreaterThan(("created",), datetime.datetime(2024, 6, 13, 19, 26, 20, tzinfo=UTC)),
+               LessThanOrEqual(("retry",), 1)]
+    left = list(reader.pushFilters(filters))
+    assert left == [filters[-1]]
+    batches = [b for task in reader.partitions() for b in reader.read(task)]
+    table = pa.Table.from_batches(batches).to_pylist()
+    assert table and all(r["status"] == "queued" and r["queue"] == "orders" for r in table)
+    assert all(r["created"] > datetime.datetime(2024, 6, 13, 19, 26, 20, tzinfo=UTC) for r in table)
+    want = [r for r in plain.read_tree(tree) if r.status == "queued" and r.queue == "orders"
+            and r.envelope.created_at > datetime.datetime(2024, 6, 13, 19, 26, 20, tzinfo=UTC).timestamp()]
+    assert len(table) == len(want)
+
+
+def test_files_directories_recursion_and_globs(spark, tree):
+    everything = read(spark, [tree], ["file"]).count()
+    archived = read(spark, [f"{tree}/journal/*/archive/*.tq"], ["file"]).count()
+    live = read(spark, [f"{tree}/journal/*/0*.tq"], ["file"]).count()
+    assert archived and live and archived + live == everything == 3000
+    deep = read(spark, [f"{tree}/**/00000001.tq"], ["queue"]).distinct().count()
+    assert deep == len(traffic.QUEUES)
+    orders = traffic.queue_dir(str(tree), "orders")
+    flat = read(spark, [orders], ["file"], recursive="false").collect()
+    assert flat and all("/archive/" not in r.file for r in flat)
+    one = sorted(f for f in os.listdir(orders) if f.endswith(".tq"))[-1]
+    assert read(spark, [os.path.join(orders, one)], ["file"]).count() == len(
+        plain.read_file(os.path.join(orders, one)))
+    assert read(spark, [tree, f"{tree}/journal/img"], ["file"]).count() == 3000   # each file once
+    with pytest.raises(Exception, match="no journal file"):
+        read(spark, [f"{tree}/nothing-here"], ["file"]).count()
+
+
+def test_torn_last_records_and_empty_files(spark, tmp_path):
+    envs = [Envelope("i%d" % i, "s", (b"body %d" % i,), created_at=float(i)) for i in range(3)]
+    data = journal.encode_header("q", 1, 0) + b"".join(journal.encode_message(e) for e in envs)
+    last = data.rindex(b"-body 2")
+    folder = tmp_path / "torn"
+    folder.mkdir()
+    for cut in range(last, len(data) + 1):
+        write_file(folder / f"cut{cut:05d}.tq", data[:cut])
+    write_file(folder / "empty.tq", b"")
+    write_file(folder / "header-only.tq", journal.encode_header("q", 2, 0))
+    write_file(folder / "header-torn.tq", journal.encode_header("q", 3, 0)[:-3])
+    counts = {os.path.basename(r.file): r["count"] for r in
+              read(spark, [folder], ["file", "id"]).groupBy("file").count().collect()}
+    for cut in range(last, len(data) + 1):
+        want = 3 if cut == len(data) else 2
+        assert counts.get(f"cut{cut:05d}.tq") == want, cut
+    assert not {"empty.tq", "header-only.tq", "header-torn.tq"} & set(counts)
+    # the same files through the plain reading agree
+    for cut in (last, last + 10, len(data) - 1, len(data)):
+        assert len(plain.read_file(folder / f"cut{cut:05d}.tq")) == counts[f"cut{cut:05d}.tq"]
+
+
+def test_files_written_and_marked_by_the_reference_package(spark, tmp_path):
+    """A TextQueue door file as people and the reference package leave it: plain records
+    appended by a shell script, then marked done, failed and annotated by the reference."""
+    lines = [encode_record("-", "Buy milk", ["owner=alice", "error=          "]),
+             encode_record("-", "Call Bob\nabout Friday", ["owner=bob"]),
+             encode_record("#", "a note", []),
+             encode_record("-", "Water plants", ["retry=0  "]),
+             encode_record("-", "café \U0001F600", [])]
+    path = write_file(tmp_path / "inbox.tq", b"".join(lines))
+    queue = textqueue.TextQueue()
+    queue.add_input(str(path))
+    try:
+        first = queue.get_next()
+        first.mark_as_cleared()
+        second = queue.get_next()
+        second.mark_as_critical_error()
+        first.set_variable(1, "error=E42")
+        third = queue.get_next()
+        third.set_variable(0, "retry=7")
+    finally:
+        queue.close()
+    rows = read(spark, [path], ["offset", "queue", "status", "body", "retry", "variables",
+                                "checksum", "created"]).orderBy("offset").collect()
+    assert [(r.status, r.body, r.variables) for r in rows] == [
+        ("done", "Buy milk", {"owner": "alice", "error": "E42"}),
+        ("error", "Call Bob\nabout Friday", {"owner": "bob"}),
+        ("comment", "a note", {}),
+        ("queued", "Water plants", {"retry": "7"}),
+        ("queued", "café \U0001F600", {}),
+    ]
+    assert all(r.queue is None and r.checksum == "missing" and r.retry == 0 for r in rows)
+    assert [r.offset for r in rows] == [r.offset for r in plain.read_file(path)]
+
+
+def test_options_are_checked(spark, tree):
+    with pytest.raises(Exception, match="no column"):
+        spark.read.format("textqueue").schema("colour string").load(str(tree)).collect()
+    with pytest.raises(Exception, match="is timestamp"):
+        spark.read.format("textqueue").schema("created string").load(str(tree)).collect()
+    assert spark.read.format("textqueue").load(str(tree)).count() == 3000
+    assert spark.read.format("textqueue").option("paths", json.dumps([str(tree)])).load().count() == 3000
