@@ -7,6 +7,7 @@ headers, trackers, priorities, TTLs, retries, and every settle (acked by a consu
 some door, dead-lettered, expired, removed, moved) beside queued records. Deterministic
 for a seed. Used by the pipeline tests and bench/pipeline_bench.py.
 """
+import math
 import os
 import random
 import urllib.parse
@@ -19,6 +20,8 @@ BASE_MS = 1_718_306_771_923                     # 2024-06-13T19:26:11.923Z
 QUEUES = ("orders", "jobs", "audit/1", "img")
 ORIGINS = ("mqks", "malamute", "twino", "textqueue")
 DOORS = ("mqks", "malamute", "twino", "textqueue")
+# Mean milliseconds from publish to ack per queue: some queues are slower than others.
+ACK_MS = {"orders": 300, "jobs": 2500, "audit/1": 60, "img": 20000}
 SUBJECTS = {"orders": ("order.new", "order.paid", "order.shipped", "order.cancelled"),
             "jobs": ("job.resize", "job.mail"), "audit/1": ("audit.login", "audit.logout"),
             "img": ("img.png", "img.jpg")}
@@ -44,20 +47,24 @@ def _body(rng, origin, i):
     return b"hello world, message %d" % i,
 
 
-def envelopes(n, seed=1, start_ms=BASE_MS, step_ms=7):
-    """`n` Items, created `step_ms` apart from `start_ms`."""
+def envelopes(n, seed=1, start_ms=BASE_MS, step_ms=7, waves=0):
+    """`n` Items, created `step_ms` apart on average from `start_ms`; with `waves` the
+    rate rises and falls that many times over the run (busy and quiet hours)."""
     rng = random.Random(seed)
+    period = n / waves if waves else 0
     for i in range(n):
         queue = QUEUES[rng.randrange(len(QUEUES))] if i % 5 else QUEUES[i % len(QUEUES)]
         origin = ORIGINS[rng.randrange(len(ORIGINS))]
-        created = start_ms + i * step_ms
+        warp = 0.8 * period / (2 * math.pi) * math.sin(2 * math.pi * i / period) if period else 0
+        created = start_ms + round((i + warp) * step_ms)
         headers = None
         if origin == "twino":
             headers = {"content-type": "application/json", "x-trace": "t%d" % i}
         roll = rng.random()
         status, retry, settled = "-", 0, None
         if roll < 0.55:
-            status, settled = "=", Settle("acked", (created + rng.randrange(1, 5000)) / 1000,
+            wait = 1 + round(rng.expovariate(1 / ACK_MS[queue]))
+            status, settled = "=", Settle("acked", (created + wait) / 1000,
                                           DOORS[rng.randrange(len(DOORS))])
             retry = 0 if rng.random() < 0.8 else rng.randrange(1, 4)
         elif roll < 0.62:
