@@ -23,6 +23,8 @@ Tables (docs/pipeline.md lists their columns):
 import os
 import shutil
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
@@ -117,8 +119,10 @@ def tables(df, as_of=None):
 
 
 def run(spark, paths, out_dir, where=None, as_of=None, show_progress=None, html=True):
-    """Read `paths`, write every table as Parquet under `out_dir/tables/<name>` and
-    the page `out_dir/report.html`; returns {name: pandas DataFrame}, facts."""
+    """Read `paths`, write every table as Parquet, `out_dir/tables/<name>.parquet`, and
+    the page `out_dir/report.html`; returns {name: pandas DataFrame}, facts. The tables
+    are small (aggregates), so the driver collects each once and writes it with pyarrow
+    (on a cluster, `out_dir` is on the driver's machine)."""
     df = read(spark, paths, COLUMNS)
     if where:
         df = df.where(where)
@@ -128,12 +132,12 @@ def run(spark, paths, out_dir, where=None, as_of=None, show_progress=None, html=
             df.count()
         result, facts = tables(df, as_of)
         frames = {}
-        os.makedirs(out_dir, exist_ok=True)
+        os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)
         for name in TABLES:
-            path = os.path.join(out_dir, "tables", name)
             with progress(spark, f"table {name}", show_progress):
-                result[name].coalesce(1).write.mode("overwrite").parquet(path)
-            frames[name] = spark.read.parquet(path).toPandas()
+                frames[name] = result[name].toPandas()
+            table = pa.Table.from_pandas(frames[name], preserve_index=False)
+            pq.write_table(table, os.path.join(out_dir, "tables", f"{name}.parquet"))
     finally:
         df.unpersist()
     if html:

@@ -14,6 +14,7 @@ DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",                # days and hours of reports are UTC
     "spark.ui.showConsoleProgress": "false",            # the jobs draw their own progress
     "spark.sql.shuffle.partitions": "8",                # reports aggregate to small tables
+    "spark.sql.execution.arrow.pyspark.enabled": "true",  # toPandas of report tables
 }
 
 # A local session needs no network beyond loopback.

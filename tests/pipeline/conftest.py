@@ -6,7 +6,9 @@ has mqksbridge installed, so the data source is importable by the workers.
 """
 import pytest
 
+from mqksbridge.pipeline import report
 from mqksbridge.pipeline.session import spark_session
+from tests.pipeline import traffic
 
 
 @pytest.fixture(scope="session")
@@ -15,3 +17,19 @@ def spark():
                                          "spark.ui.enabled": "false"})
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def report_journals(tmp_path_factory):
+    """Journals for the report tests, local and on the cluster."""
+    root = tmp_path_factory.mktemp("report-journals")
+    traffic.write_tree(str(root), traffic.envelopes(4000, seed=11, step_ms=40), segment_records=300)
+    return root
+
+
+@pytest.fixture(scope="session")
+def local_report(spark, report_journals, tmp_path_factory):
+    """(out dir, tables as pandas, facts) of `report` run on local[2]."""
+    out = tmp_path_factory.mktemp("report")
+    frames, facts = report.run(spark, [report_journals], str(out), show_progress=False)
+    return out, frames, facts
