@@ -36,6 +36,7 @@ _FIRST = itemgetter(0)
 _BEFORE_VARIABLES = methodcaller("partition", b"\n\\")
 _CONTINUED = re.compile(rb"\n\\[^\n]*\n ")        # a continuation line after a variable
 _SETTLE_REASONS = {code.encode(): reason for code, (reason, _) in journal.SETTLE_CODES.items()}
+_DOOR_OF = {letter.encode(): door for letter, door in journal.DOOR_LETTERS.items()}
 _VARIABLES = (b"i", b"s", b"f", b"t", b"ttl", b"r", b"e", b"tracker", b"priority", b"headers",
               b"enc", b"frames")
 # Group 1 of a match is the first value of the variable, as journal._variable finds it.
@@ -90,7 +91,7 @@ class _Columns:
         def make():
             raws = self.raws
             if (all(raws) and max(map(_FIRST, raws), default=0) < 0x80
-                    and _CONTINUED.search(b"".join(raws)) is None):
+                    and _CONTINUED.search(b"\n".join(raws)) is None):
                 heads = [p[0] for p in map(_BEFORE_VARIABLES, raws)]
                 return list(map(chr, map(_FIRST, raws))), [h[1:] for h in heads]
             heads = list(map(_head, raws))
@@ -174,9 +175,10 @@ class _Columns:
         bodies = self._heads()[1]
         if not any(encs):
             return [len(body) - body.count(b"\n ") for body in bodies]
-        frames = self._frames()
-        return [len(body) - body.count(b"\n ") if enc is None else sum(map(len, f))
-                for body, enc, f in zip(bodies, encs, frames)]
+        counts = self._values(b"frames")
+        return [len(body) - body.count(b"\n ") if enc is None
+                else sum(map(len, journal._frames(body, enc, count)))
+                for body, enc, count in zip(bodies, encs, counts)]
 
     def body(self):
         return [body.replace(b"\n ", b"\n") for body in self._heads()[1]]
@@ -214,29 +216,32 @@ def _head(raw):
 
 def _settles(values, created):
     """([reason], [settled ms], [door]) per record (None when not settled or not
-    recorded). A stamp of a known code and a millisecond count is read here; any other
-    goes through journal._settled (doors, units, unknown codes, errors)."""
+    recorded). A stamp of a known code, an optional door letter and a millisecond count
+    is read here; any other goes through journal._settled (units, unknown codes and
+    letters, errors)."""
     reasons, times, doors = [], [], []
+    reason_of, door_of = _SETTLE_REASONS, _DOOR_OF
     for value, created_ms in zip(values, created):
-        value = value.rstrip(b" ") if value else b""
-        if not value:
+        if not value or value[:1] == b" ":
             reasons.append(None)
             times.append(None)
             doors.append(None)
             continue
-        after = value[1:]
-        reason = _SETTLE_REASONS.get(value[:1])
+        value = value.rstrip(b" ")
+        reason = reason_of.get(value[:1])
+        door = door_of.get(value[1:2])
+        after = value[2:] if door else value[1:]
         if reason is None or not after.isdigit():
             settle = journal._settled(value, created_ms)
-            reason = settle.reason
-            doors.append(settle.door)
+            reason, door = settle.reason, settle.door
+            after = value[1:]
             if after[:1].isupper():
                 after = after[1:]
             unit = {b"s": 1000, b"h": 3_600_000}.get(after[-1:], 1)
             after = after[:-1] if unit > 1 else after
-            times.append(created_ms + int(after) * unit)
         else:
-            doors.append(None)
-            times.append(created_ms + int(after))
+            unit = 1
         reasons.append(reason)
+        times.append(created_ms + int(after) * unit)
+        doors.append(door)
     return reasons, times, doors
