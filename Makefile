@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.admin_overhead
 	$(BIN)/python -m bench.textqueue_codec
 	$(BIN)/python -m bench.zrex_bench
+	$(BIN)/python -m bench.pipeline_bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info
