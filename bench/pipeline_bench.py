@@ -12,7 +12,8 @@ per 1M records, read back, and deleted at the end. For each size:
   without the pipeline would do); also `scan` + `columns.decode_columns` in one process
   (the data source's own decoding, without Spark);
 - Spark: `read(...).count()` on local[1] and local[2] with three declared column sets:
-  offset+status (reading and splitting only), the report's columns, every column;
+  offset+status (reading and splitting only), the report's columns, every column (the
+  last only up to --all-columns-max records; sizes above it get one round);
 - `report` end to end (all tables, the HTML page) on local[2] for the largest size.
 
 Files are read from the page cache after the first pass (the machine has the RAM).
@@ -108,6 +109,8 @@ def main():
     parser.add_argument("--dir", default=tempfile.gettempdir())
     parser.add_argument("--plain-max", type=int, default=10_000_000,
                         help="largest size the (slow) plain parser reads")
+    parser.add_argument("--all-columns-max", type=int, default=1_000_000,
+                        help="largest size read with every column declared (slow)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     work = tempfile.mkdtemp(prefix="pipeline-bench-", dir=args.dir)
@@ -138,12 +141,16 @@ def main():
                     spark_count(spark, folders[n], ["offset"])             # warm: cache, workers
                 for round_ in range(args.rounds):
                     for n in sizes:
+                        if round_ and n > args.all_columns_max:
+                            continue                    # big files: one round
                         if master == "local[1]" and n <= args.plain_max:
                             gc.collect()
                             note(n, "plain: Parser + decode_fields", *plain_parser(folders[n]))
                             gc.collect()
                             note(n, "plain: scan + decode_columns", *plain_columns(folders[n]))
                         for label, columns in SETS.items():
+                            if label == "all columns" and n > args.all_columns_max:
+                                continue
                             note(n, f"spark {master}: {label}", *spark_count(spark, folders[n], columns))
                 if master == "local[2]":
                     n = max(sizes)
