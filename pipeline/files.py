@@ -21,7 +21,8 @@ import os
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
-from mqksbridge.protocols.textqueue import Record, TextQueueError, record_start_in, scan
+from mqksbridge.protocols.textqueue import (
+    Incomplete, Record, TextQueueError, record_start_in, scan)
 from mqksbridge.protocols.textqueue import journal
 
 BLOCK = 4 << 20                 # bytes read and scanned at a time
@@ -142,16 +143,20 @@ def read_range(r: Range, header: Header, block=BLOCK):
             if result.offsets:
                 yield Block(result.offsets, result.raws, result.controls)
         if carry:
-            record = Record(position - len(carry), carry[:-1]) if carry.endswith(b"\n") else None
-            if record is not None and _whole(record, header, position < r.size):
+            tail = Incomplete(position - len(carry), carry)
+            cut = position < r.size and tail.terminated     # the next range starts here
+            record = tail.record() if cut else _whole_tail(tail, header)
+            if record is not None:
                 yield Block([record.offset], [record.raw], record.raw[:1])
 
 
-def _whole(record, header, cut_before_end):
-    """Whether the last record of a range is a record: at a cut inside the file it is
-    (the next range starts at a record start); at the planned end of the file it is
-    when it is terminated and, in a journal, its checksum verifies."""
-    if cut_before_end:
-        return True
-    state = journal.checksum_state(record)
-    return state in ("ok", "edited") or (state == "missing" and not header.journal)
+def _whole_tail(tail, header):
+    """The last record of a file when it is whole: in a journal, the journal's rule
+    (terminated, checksum verifies); in a file with no segment header, terminated
+    and not a journal record whose checksum fails."""
+    if header.journal:
+        return journal.whole_tail(tail)
+    if not tail.terminated:
+        return None
+    record = tail.record()
+    return record if journal.checksum_state(record) in ("ok", "edited", "missing") else None

@@ -109,7 +109,7 @@ def test_an_inbox_file_gets_every_field(spark, journals, tmp_path):
                         replay.target(str(inbox)), show_progress=False)
     assert result.sent == len(want) > 10
     data = inbox.read_bytes()
-    records = scan(data).records()[1:] + [scan(data).incomplete.record()]
+    records = list(scan(data).records())[1:] + [scan(data).incomplete.record()]
     got = [journal.decode(r) for r in records]
     assert [(e.status, e.id, e.subject, e.frames, e.headers, e.sender, e.origin, e.tracker,
              e.priority, e.created_at, e.expires_at, e.retry, e.settled) for e in got] == [

@@ -46,7 +46,7 @@ def test_a_stamp_with_a_door_round_trips_in_eight_bytes(reason, door, after):
 def test_settling_in_place_records_the_consumers_door(tmp_path):
     envs = [Envelope(f"id{i}", "s", (b"body",), created_at=(BASE + i) / 1000) for i in range(3)]
     path = write_file(tmp_path / "jobs.tq", segment(envs))
-    records = scan(path.read_bytes()).records()[1:]
+    records = list(scan(path.read_bytes()).records())[1:]
     last = scan(path.read_bytes()).incomplete.record()
     places = [journal.places_of(r) for r in records + [last]]
     created = [e.created_at for e in envs]
