@@ -20,6 +20,9 @@ DEFAULTS = {
                                      # publishers stop being read (0: never; core.flow)
         "flow_max_hold": 1.0,        # seconds a publisher is held at most
         "shutdown_timeout": 10.0,    # seconds SIGTERM waits for goodbyes and flushes at most
+        "queue_size_limit": "max",   # content bytes per queue, whoever creates it; or
+                                     # [[pattern, bytes], ...] by name, first match wins
+        "mailbox_size_limit": "max",  # the same per mailbox (Malamute addresses, Twino clients)
     },
     "mqks": {
         "listen": ["tcp:25000"],
@@ -32,9 +35,7 @@ DEFAULTS = {
         "listen": ["tcp://*:9999"],  # ZeroMQ endpoints (tcp://, ipc://), repeatable
         "timeout": 60.0,             # seconds without any frame before a session expires
         "check_interval": 1.0,       # one expiry sweep over every session this often
-        "mailbox_size_limit": "max",  # content bytes kept per mailbox; "max" = unlimited
         "mailbox_size_warn": "max",   # log once when a mailbox holds more bytes than this
-        "service_queue_size_limit": "max",  # content bytes queued per service it creates
         "high_water": 10000,         # stream copies held for a peer whose socket is full
         "max_message_size": 64 << 20,  # larger ZeroMQ messages: connection closed
         "credit": True,              # honour CREDIT from clients that send it (opt-in)
@@ -72,10 +73,25 @@ class ConfigError(ValueError):
     pass
 
 
+def size_limit(value):
+    """A byte limit as the core takes it: an int, or "max" (the original Malamute's
+    spelling of unlimited) as None; a list of [pattern, limit] rules keeps its order."""
+    if isinstance(value, (list, tuple)):
+        return [(str(pattern), size_limit(limit)) for pattern, limit in value]
+    return None if value in ("max", None) else int(value)
+
+
+MOVED = {"malamute.mailbox_size_limit": "broker.mailbox_size_limit",       # limits belong to
+         "malamute.service_queue_size_limit": "broker.queue_size_limit"}  # the object now
+
+
 def merge(base, extra, path=""):
     """Deep-merge `extra` into a copy of `base`, refusing keys the defaults do not know."""
     result = copy.deepcopy(base)
     for key, value in extra.items():
+        if f"{path}{key}" in MOVED:
+            raise ConfigError(f"configuration key {path}{key} = {show(value)}: now "
+                              f"{MOVED[path + key]} (docs/delivery.md)")
         if key not in result:
             raise ConfigError(f"unknown configuration key {path}{key} = {show(value)}")
         if isinstance(result[key], dict):
@@ -182,10 +198,20 @@ def string(*choices, nonempty=False):
 
 
 def byte_limit(value):
-    """Malamute sizes: a byte count, or "max" (the original's spelling of unlimited)."""
+    """Sizes: a byte count, or "max" (the original Malamute's spelling of unlimited)."""
     if value == "max":
         return None
     return integer(0)(value) and 'must be a byte count or "max"'
+
+
+def size_limits(value):
+    """A byte limit for every object of a kind, or [[pattern, limit], ...] rules by name."""
+    if isinstance(value, list):
+        if any(not isinstance(rule, list) or len(rule) != 2 or not isinstance(rule[0], str)
+               or byte_limit(rule[1]) for rule in value):
+            return 'must be a byte count, "max", or a list of [pattern, bytes or "max"] pairs'
+        return None
+    return byte_limit(value) and 'must be a byte count, "max", or a list of [pattern, bytes]'
 
 
 def endpoints(parse):
@@ -248,6 +274,8 @@ RULES = {
     "broker.flow_limit": integer(0, 1 << 31),
     "broker.flow_max_hold": SECONDS,
     "broker.shutdown_timeout": number(0.1, 3600.0),
+    "broker.queue_size_limit": size_limits,
+    "broker.mailbox_size_limit": size_limits,
     "mqks.listen": endpoints(twisted_endpoint),
     "mqks.stream": string(nonempty=True),
     "mqks.max_line": integer(64, 1 << 30),
@@ -256,9 +284,7 @@ RULES = {
     "malamute.listen": endpoints(zmq_endpoint),
     "malamute.timeout": SECONDS,
     "malamute.check_interval": number(0.001, 3600.0),
-    "malamute.mailbox_size_limit": byte_limit,
     "malamute.mailbox_size_warn": byte_limit,
-    "malamute.service_queue_size_limit": byte_limit,
     "malamute.high_water": integer(1, 1 << 31),
     "malamute.max_message_size": integer(64, 1 << 40),
     "malamute.credit": boolean,

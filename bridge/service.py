@@ -131,7 +131,9 @@ def build(config, reactor=None, clock=None):
     top = BridgeService(reactor, config["broker"]["shutdown_timeout"])
     settings = config["broker"]
     broker = Broker(ReactorClock(clock), flow_limit=settings["flow_limit"] or None,
-                    flow_max_hold=settings["flow_max_hold"])
+                    flow_max_hold=settings["flow_max_hold"],
+                    queue_size_limit=configuration.size_limit(settings["queue_size_limit"]),
+                    mailbox_size_limit=configuration.size_limit(settings["mailbox_size_limit"]))
     GcTuning(settings["gc_threshold"]).setServiceParent(top)
     # Periodic work has one form: bridge/ owns it as TimerServices on the injected clock
     # (bridge.clock.periodic; a step that fails is logged and runs again next time). The

@@ -1,11 +1,17 @@
 """The broker: one namespace per kind (streams, queues, mailboxes, channels), shared by
-every door, plus the connected clients. Time-based work (ack timeouts, expiry, flow holds)
-happens in tick(now), which whoever runs the broker calls periodically (bridge/ does, from
-a TimerService on its clock): the core never schedules periodic work itself."""
+every door, plus the connected clients. Time-based work (ack timeouts, expiry, flow holds,
+channels that asked to go once empty) happens in tick(now), which whoever runs the broker
+calls periodically (bridge/ does, from a TimerService on its clock): the core never
+schedules periodic work itself.
+
+What an object is does not depend on the door that created it: queue and mailbox size
+limits come from the broker's configuration by name (core.limits), and a queue belongs to
+the channel of its name (core.channel) whoever made either of them."""
 from collections import Counter
 
-from mqksbridge.core.channel import Channel
+from mqksbridge.core.channel import Channel, numbered
 from mqksbridge.core.flow import Flow
+from mqksbridge.core.limits import SizeLimit
 from mqksbridge.core.mailbox import Mailbox
 from mqksbridge.core.queue import Queue
 from mqksbridge.core.storage import StorageBarrier
@@ -13,11 +19,14 @@ from mqksbridge.core.stream import Stream
 
 
 class Broker:
-    def __init__(self, clock, *, mailbox_limit=None, flow_limit=None, flow_max_hold=1.0):
+    def __init__(self, clock, *, flow_limit=None, flow_max_hold=1.0, queue_size_limit=None,
+                 mailbox_size_limit=None):
         self.clock = clock
         self.flow = Flow(clock, flow_limit, flow_max_hold)
-        self.mailbox_limit = mailbox_limit
+        self.queue_size_limit = SizeLimit(queue_size_limit)
+        self.mailbox_size_limit = SizeLimit(mailbox_size_limit)
         self.queues = {}
+        self._numbered = {}      # channel name -> {key: Queue} for queues named `C/N`
         self.streams = {}
         self.mailboxes = {}
         self.channels = {}
@@ -28,7 +37,8 @@ class Broker:
 
     # -- time ----------------------------------------------------------------------------
     def tick(self, now=None):
-        """Ack timeouts, expiry and flow holds, up to `now` (default: the clock's now).
+        """Ack timeouts, expiry, flow holds and DestroyWhenEmpty channels, up to `now`
+        (default: the clock's now).
 
         Every queue and mailbox is ticked even when one raises (a door callback's bug
         would otherwise stop expiry for the rest, every time): the failures are raised
@@ -38,6 +48,9 @@ class Broker:
         errors = []
         for part in (self.flow, *self.queues.values(), *self.mailboxes.values()):
             _attempt(errors, part.tick, now)
+        for channel in [c for c in self.channels.values()
+                        if c.destroy_when_empty and c.empty()]:     # DestroyWhenEmpty
+            _attempt(errors, self.remove_channel, channel.name)
         if errors:
             raise ExceptionGroup("broker tick", errors)
 
@@ -71,13 +84,34 @@ class Broker:
 
     # -- queues ------------------------------------------------------------------------------
     def queue(self, name, create=True, **options):
-        """Get a queue, creating it with `options` when missing (and `create`)."""
+        """Get a queue, creating it with `options` when missing (and `create`): with the
+        configured size limit for its name, in the channel of its name if there is one."""
         queue = self.queues.get(name)
         if queue is None and create:
+            if "max_bytes" not in options:
+                limit = self.queue_size_limit(name)
+                if limit is not None:
+                    options["max_bytes"] = limit
             queue = self.queues[name] = Queue(self, name, **options)
             self._queues_changed()
+            self._claim(queue)
             self.emit("queue-created", queue=queue)
         return queue
+
+    def _claim(self, queue):
+        """Queue `C` is queue 0 of channel C, `C/N` its queue N (core.channel)."""
+        name = queue.name
+        channel = self.channels.get(name)
+        if channel is not None:
+            channel.add_queue(0, queue)
+        found = numbered(name)
+        if found is not None:
+            prefix, key = found
+            self._numbered.setdefault(prefix, {})[key] = queue
+            if channel is None:
+                channel = self.channels.get(prefix)
+                if channel is not None:
+                    channel.add_queue(key, queue)
 
     def delete_queue(self, name):
         """Remove a queue: bindings go, consumers are cancelled, the backlog is dropped."""
@@ -88,6 +122,13 @@ class Broker:
         if queue is None:
             return False
         self._queues_changed()
+        found = numbered(name)
+        if found is not None:
+            family = self._numbered.get(found[0])
+            if family is not None and family.get(found[1]) is queue:
+                del family[found[1]]
+                if not family:
+                    del self._numbered[found[0]]
         if queue.channel is not None:
             for key, q in list(queue.channel.queues.items()):
                 if q is queue:
@@ -109,23 +150,32 @@ class Broker:
         queue.add_consumer(consumer)
         return consumer
 
-    def remove_consumer(self, consumer, requeue=True):
+    def remove_consumer(self, consumer):
+        """A consumer goes; its queue decides what becomes of what it held (core.queue)."""
         consumer.client.consumers.pop(consumer.id, None)
         if consumer.queue is not None:
-            consumer.queue.remove_consumer(consumer, requeue=requeue)
+            consumer.queue.remove_consumer(consumer)
 
     # -- mailboxes -------------------------------------------------------------------------
     def mailbox(self, name, create=True):
         mailbox = self.mailboxes.get(name)
         if mailbox is None and create:
-            mailbox = self.mailboxes[name] = Mailbox(name, self.mailbox_limit)
+            mailbox = self.mailboxes[name] = Mailbox(name, self.mailbox_size_limit(name))
         return mailbox
 
     # -- channels ----------------------------------------------------------------------------
-    def channel(self, name, create=True, defaults=None, attrs=None):
+    def channel(self, name, create=True, defaults=None, attrs=None, destroy_when_empty=False):
+        """Get a channel, creating it when missing: it claims the queues of its name that
+        no channel holds yet (core.channel)."""
         channel = self.channels.get(name)
         if channel is None and create:
-            channel = self.channels[name] = Channel(name, defaults, attrs)
+            channel = self.channels[name] = Channel(name, defaults, attrs, destroy_when_empty)
+            queue = self.queues.get(name)
+            if queue is not None and queue.channel is None:
+                channel.add_queue(0, queue)
+            for key, queue in sorted(self._numbered.get(name, {}).items()):
+                if queue.channel is None:
+                    channel.add_queue(key, queue)
             self.emit("channel-created", channel=channel)
         return channel
 
@@ -143,13 +193,16 @@ class Broker:
         return True
 
     def remove_channel(self, name):
+        """The channel and every queue of it go. Queues first: their consumers are
+        cancelled and what they held is dropped, so no member is handed anything on the
+        way out (members leaving one by one would pass it around)."""
         channel = self.channels.pop(name, None)
         if channel is None:
             return False
-        for client, _ in list(channel.members.values()):
-            self.leave_channel(channel, client)
         for queue in list(channel.queues.values()):
             self.delete_queue(queue.name)
+        for client, _ in list(channel.members.values()):
+            self.leave_channel(channel, client)
         self.emit("channel-removed", channel=channel)
         return True
 
@@ -160,7 +213,7 @@ class Broker:
         self.emit("client-connected", client=client)
 
     def disconnect(self, client):
-        """A session ended: its consumers go (unacked messages return), readers and
+        """A session ended: its consumers go (their queues hand on what they held), readers and
         channel memberships are dropped, and its mailbox keeps mail for later.
 
         Leaving a channel and removing a consumer hand messages on to others (door

@@ -35,13 +35,15 @@ class Consumer:
         if self.queue is not None:
             self.queue.dispatch()
 
-    def ack(self, message_id, positive=True, reason=None):
-        """Settle one unacked message; returns False if this consumer does not hold it."""
+    def ack(self, message_id, positive=True, reason=None, receipt=None):
+        """Settle one unacked message; returns False if this consumer does not hold it.
+        `receipt` is the consumer's own ack in its door's terms, for the entry's observer
+        (a Twino producer hears the consumer's ack frame itself)."""
         entry = self.unacked.pop(message_id, None)
         if entry is None:
             return False
         if entry.observer is not None:
-            entry.notify("ack" if positive else "nack", self, reason)
+            entry.notify("ack" if positive else "nack", self, reason, receipt)
         if self.queue is not None:
             self.queue.settled(self, entry)
         return True
@@ -51,15 +53,16 @@ class Consumer:
             self.ack(message_id)
 
     def reject(self, message_id):
-        """Return one message to the back of its queue with retry + 1. An observer hears
-        'nack' (reason 'rejected') once: the verdict of the first consumer that tried."""
+        """Hand one message back unsettled: the queue requeues it with retry + 1, or settles
+        a shared copy for this consumer (core.queue). An observer hears 'nack' (reason
+        'rejected') once: the verdict of the first consumer that tried."""
         entry = self.unacked.pop(message_id, None)
         if entry is None:
             return False
         if entry.observer is not None:
             entry.notify("nack", self, "rejected")
         if self.queue is not None:
-            self.queue.requeue(entry, self)
+            self.queue.returned(self, entry)
         return True
 
     def reject_all(self):

@@ -2,11 +2,12 @@
 whoever is filling it, instead of growing without bound.
 
 A queue that has consumers and holds `limit` messages is *congested*. The client whose
-input the broker is processing at that moment (`publisher`, set by the door around each
-read) is then *held*: its door stops reading from it (`client.input.pauseProducing()`,
-TCP does the rest), until the queue is back to half the limit. So a fast publisher runs
-at the pace of the consumers it feeds, and broker memory stays bounded however slowly
-they read. Queues without consumers are storage and never hold anyone.
+message congested it (the `publisher` a door passes to Stream.publish and
+Queue.put_message with each message it reads) is then *held*: its door stops reading
+from it (`client.input.pauseProducing()`, TCP does the rest), until the queue is back to
+half the limit. So a fast publisher runs at the pace of the consumers it feeds, and broker
+memory stays bounded however slowly they read. Queues without consumers are storage and
+never hold anyone.
 
 Flow control paces publishers to consumers that are moving; it never stalls a publisher
 behind consumers that are not. A hold lasts at most `max_hold` seconds (the broker's
@@ -25,13 +26,12 @@ class Flow:
         self.limit = limit               # messages per queue; None: never hold anyone
         self.low = None if limit is None else limit // 2
         self.max_hold = max_hold
-        self.publisher = None            # the Client whose input is being processed
         self.held = {}                   # queue -> (since, set of held clients)
         self.holds = 0                   # how many times a publisher was held
 
-    def congested(self, queue):
-        """Called by a queue with consumers once it holds `limit` messages."""
-        client = self.publisher
+    def congested(self, queue, client):
+        """Called by a queue with consumers once it holds `limit` messages; `client` is
+        the publisher of the message that filled it (None: nobody to hold)."""
         if client is None or client.input is None or queue.delivered == queue.stalled_at:
             return
         since, clients = self.held.get(queue) or (None, None)

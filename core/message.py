@@ -44,29 +44,31 @@ class Message:
 class Entry:
     """A message's place in one queue: the same Message may sit in many queues.
 
-    `retry` counts rejects/requeues. `observer`, when set, is told about this entry's
-    fate: observer(event, entry, consumer, reason) with event in
-    'sent', 'ack', 'nack', 'dropped' (used for producer acks across doors). Like a
-    consumer's deliver, it must not raise: it runs inside dispatch loops that serve
-    other consumers (the door catches its own failures).
+    `retry` counts requeues. `shared` says the queue handed this entry to every consumer
+    at once (push-all, broadcast): a copy given back is then settled for that consumer,
+    never sent to the others again (core.queue). `observer`, when set, is told about this
+    entry's fate: observer(event, entry, consumer, reason, receipt) with event in 'sent',
+    'ack', 'nack', 'dropped' (producer acks across doors); `receipt` is what the consumer
+    sent to settle it, in its door's terms (a Twino ack frame), or None. The first event
+    other than 'sent' is the verdict: the observer is let go then and hears nothing more.
+    Like a consumer's deliver, the observer must not raise: it runs inside dispatch loops
+    that serve other consumers (the door catches its own failures).
     """
 
-    __slots__ = ("message", "retry", "observer", "settled", "deliveries")
+    __slots__ = ("message", "retry", "observer", "deliveries", "shared")
 
     def __init__(self, message, retry=0, observer=None):
         self.message = message
         self.retry = retry
         self.observer = observer
-        self.settled = False
         self.deliveries = 0           # how many consumers got it (first receiver sees 1)
+        self.shared = False
 
-    def notify(self, event, consumer=None, reason=None):
-        """Tell the observer once per final outcome ('sent' may repeat)."""
+    def notify(self, event, consumer=None, reason=None, receipt=None):
+        """Tell the observer: 'sent' as often as it happens, then one verdict."""
         observer = self.observer
         if observer is None:
             return
         if event != "sent":
-            if self.settled:
-                return
-            self.settled = True
-        observer(event, self, consumer, reason)
+            self.observer = None
+        observer(event, self, consumer, reason, receipt)

@@ -11,6 +11,15 @@ cache        keeps only the latest message; never pushed (Twino Cache)
 paused       stored, not delivered until the mode changes
 stopped      refuses puts; entering it clears the queue
 
+The queue, not the door a consumer came through, decides what becomes of a message a
+consumer hands back unsettled: it rejects it, misses its ack timeout or goes away.
+An entry handed to one consumer (round-robin, pull, only-first) goes back with retry + 1
+to the next one, so nothing is lost before someone settles it (a settlement is an ack,
+positive or negative). An entry handed to every consumer at
+once (push-all, broadcast) is `shared`: all of them had it, so the copy handed back is
+settled for that consumer alone and never sent to the others again. docs/delivery.md
+has the whole table; tests/core/test_core_delivery_rules.py checks it as a state machine.
+
 Time-based work (ack timeouts, message expiry) happens in tick(), which the broker calls
 from one periodic sweep: no timer per message.
 """
@@ -21,8 +30,8 @@ from mqksbridge.core.message import Entry
 ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED = (
     "round-robin", "push-all", "broadcast", "pull", "cache", "paused", "stopped")
 MODES = (ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED)
-_OPTIONS = ("ack_timeout", "ack_timeout_requeue", "max_messages", "max_bytes",
-            "max_message_size", "wait_for_ack", "only_first", "when_unused")
+_OPTIONS = ("ack_timeout", "max_messages", "max_bytes", "max_message_size", "wait_for_ack",
+            "only_first", "when_unused")
 
 
 class QueueError(Exception):
@@ -34,13 +43,12 @@ class QueueError(Exception):
 
 
 class Queue:
-    def __init__(self, broker, name, mode=ROUND_ROBIN, *, channel=None, ack_timeout=None,
-                 ack_timeout_requeue=True, max_messages=None, max_bytes=None,
-                 max_message_size=None, wait_for_ack=False, only_first=False,
+    def __init__(self, broker, name, mode=ROUND_ROBIN, *, ack_timeout=None, max_messages=None,
+                 max_bytes=None, max_message_size=None, wait_for_ack=False, only_first=False,
                  when_unused=None, attrs=None):
         self.broker = broker
         self.name = name
-        self.channel = channel
+        self.channel = None            # the Channel that groups it (Broker claims it by name)
         self.entries = deque()
         self.priority = deque()
         self.bytes = 0
@@ -54,13 +62,12 @@ class Queue:
         self._filtered = 0
         self._dispatching = False
         self._outstanding = 0          # manual-ack deliveries not yet settled
-        self._ack_deadlines = deque()  # (deadline, consumer, entry), in delivery order
+        self._ack_deadlines = deque()  # (deadline, consumer, entry, retry), in delivery order
         self._unused_timer = None
         self.received = self.delivered = self.acked = self.requeued = 0
         self.dropped = self.expired = 0
         self.mode = mode
         self.ack_timeout = ack_timeout
-        self.ack_timeout_requeue = ack_timeout_requeue
         self.max_messages = max_messages
         self.max_bytes = max_bytes
         self.max_message_size = max_message_size
@@ -123,12 +130,14 @@ class Queue:
         return None
 
     # -- putting ----------------------------------------------------------------------
-    def put_message(self, message, observer=None):
+    def put_message(self, message, observer=None, publisher=None):
         """Stream entry point: False (and counted) when refused, never raises.
 
-        The common cases (plain round-robin with the next consumer ready, filtered
-        round-robin with a matching consumer ready, plain push-all with every consumer
-        ready, no backlog) hand the message straight over without touching the deque.
+        `publisher` is the Client whose input brought the message: the one flow control
+        holds when this put congests the queue (core.flow). The common cases (plain
+        round-robin with the next consumer ready, filtered round-robin with a matching
+        consumer ready, plain push-all with every consumer ready, no backlog) hand the
+        message straight over without touching the deque.
         """
         entry = Entry(message, 0, observer)
         if self._direct and not self.entries and not self.priority and not self._dispatching:
@@ -167,12 +176,13 @@ class Queue:
             else:
                 if consumers:
                     self.received += 1
+                    entry.shared = True
                     for c in consumers:
                         self._hand(c, entry)
                     return True
-        return self.put(entry)
+        return self.put(entry, False, publisher)
 
-    def put(self, entry, strict=False):
+    def put(self, entry, strict=False, publisher=None):
         """Add an entry; with strict=True a refusal raises QueueError instead of dropping."""
         message = entry.message
         if self.limited:
@@ -194,7 +204,7 @@ class Queue:
         (self.priority if message.priority else self.entries).append(entry)
         if (self._flow_limit is not None and len(self.entries) >= self._flow_limit
                 and self.consumers and (mode == ROUND_ROBIN or mode == PUSH_ALL)):
-            self.broker.flow.congested(self)
+            self.broker.flow.congested(self, publisher)
         if not self._dispatching:
             for c in self.consumers:        # all paused (a burst): resume() dispatches
                 if not c.client.paused:
@@ -202,15 +212,51 @@ class Queue:
                     break
         return True
 
-    def requeue(self, entry, consumer=None):
-        """Back of the queue with retry + 1 (MQKS reject, consumer gone, ack timeout)."""
-        if consumer is not None and consumer.manual_ack:
+    # -- what consumers hand back ---------------------------------------------------------
+    def returned(self, consumer, entry):
+        """`consumer` hands `entry` back unsettled (it rejected it, missed its ack timeout,
+        or could not take it): a shared entry is settled for it alone, any other goes to
+        the back of the queue with retry + 1."""
+        if consumer.manual_ack:
             self._outstanding -= 1
+        if entry.shared:
+            if self.wait_for_ack:
+                self.dispatch()
+        else:
+            self._requeue(entry)
+
+    def _departed(self, consumer, entry):
+        """What `consumer`, gone, held unacked. A shared entry waits for no verdict of it:
+        its observer hears 'dropped' only when no remaining consumer holds it either."""
+        self._outstanding -= 1
+        if not entry.shared:
+            self._requeue(entry)
+            return
+        if entry.observer is not None:
+            mid = entry.message.id
+            if not any(c.unacked.get(mid) is entry for c in self.consumers):
+                entry.notify("dropped", consumer, "consumer-gone")
+        if self.wait_for_ack:
+            self.dispatch()
+
+    def _requeue(self, entry):
+        """Back of the queue with retry + 1, as a put in the current mode would go: a
+        broadcast queue hands it to its consumers now (or drops it), a cache keeps it only
+        when it holds nothing newer, a stopped or deleted queue drops it."""
         if self.deleted or self.mode == STOPPED:
-            entry.notify("dropped", consumer, "deleted")
+            self.dropped += 1
+            entry.notify("dropped", None, "deleted" if self.deleted else "stopped")
             return
         entry.retry += 1
         self.requeued += 1
+        mode = self.mode
+        if mode == BROADCAST:
+            self._broadcast(entry)
+            return
+        if mode == CACHE and (self.entries or self.priority):
+            self.dropped += 1
+            entry.notify("dropped", None, "replaced")
+            return
         self.bytes += entry.message.size
         (self.priority if entry.message.priority else self.entries).append(entry)
         self.dispatch()
@@ -256,10 +302,21 @@ class Queue:
             self._refresh()
         self.dispatch()
 
-    def remove_consumer(self, consumer, requeue=True):
-        """Take a consumer away; its unacked messages go back (retry + 1) or are dropped."""
-        if consumer.queue is not self:
+    def remove_consumer(self, consumer):
+        """Take a consumer away; what it held unacked is handed back (module docstring)."""
+        unacked = self._detach(consumer)
+        if unacked is None:
             return
+        for entry in unacked:
+            self._departed(consumer, entry)
+        if not self.consumers and not self.deleted:
+            self._maybe_delete_unused()
+        self.dispatch()
+
+    def _detach(self, consumer):
+        """Unlink a consumer; returns the entries it held unacked (None if not ours)."""
+        if consumer.queue is not self:
+            return None
         index = self.consumers.index(consumer)
         del self.consumers[index]
         if index < self._next:
@@ -268,17 +325,9 @@ class Queue:
             self._filtered -= 1
             self._refresh()
         consumer.active = False
-        unacked, consumer.unacked = consumer.unacked, {}
-        for entry in unacked.values():
-            if requeue:
-                self.requeue(entry, consumer)
-            else:
-                self._outstanding -= 1
-                entry.notify("dropped", consumer, "consumer-gone")
         consumer.queue = None
-        if not self.consumers and not self.deleted:
-            self._maybe_delete_unused()
-        self.dispatch()
+        unacked, consumer.unacked = consumer.unacked, {}
+        return list(unacked.values())
 
     def _maybe_delete_unused(self):
         setting = self.when_unused
@@ -371,30 +420,46 @@ class Queue:
             lane.extendleft(reversed(kept))
 
     def _dispatch_all(self):
-        """Push-all (and only-first): every active consumer, or the first ready one."""
-        consumers, priority, entries = self.consumers, self.priority, self.entries
-        while priority or entries:
-            if self._blocked():
-                return
-            ready = [c for c in consumers if c.ready()]
-            if not ready:
-                return
-            entry = priority.popleft() if priority else entries.popleft()
-            self.bytes -= entry.message.size
-            if self.only_first:
-                self._hand(ready[0], entry)
-            else:
-                for c in [c for c in consumers if c.active]:
-                    self._hand(c, entry)
+        """Push-all (and only-first), once a consumer that takes the message is ready: to
+        every consumer that takes it, paused or not (each one present gets it), or to the
+        first ready one. A consumer takes a message its filter matches while its credit
+        lasts; a message nobody takes waits, in order."""
+        consumers, only_first = self.consumers, self.only_first
+        for lane in (self.priority, self.entries):
+            kept = []
+            while lane:
+                if self._blocked() or not any(c.ready() for c in consumers):
+                    break
+                entry = lane.popleft()
+                takers = self._takers(entry.message.subject)
+                ready = [c for c in takers if not c.client.paused]
+                if not ready:
+                    kept.append(entry)
+                    continue
+                self.bytes -= entry.message.size
+                if only_first:
+                    self._hand(ready[0], entry)
+                else:
+                    entry.shared = True
+                    for c in takers:
+                        self._hand(c, entry)
+            lane.extendleft(reversed(kept))
+
+    def _takers(self, subject):
+        """Consumers that would take a message with this subject now, paused or not."""
+        return [c for c in self.consumers if c.active and (c.credit is None or c.credit > 0)
+                and (c.filter is None or c.filter.search(subject))]
 
     def _broadcast(self, entry):
-        receivers = [c for c in self.consumers if c.active]
+        receivers = self._takers(entry.message.subject)
         if not receivers:
             self.dropped += 1
             entry.notify("dropped", None, "no-consumers")
             return
         if self.only_first:
             receivers = [next((c for c in receivers if c.ready()), receivers[0])]
+        else:
+            entry.shared = True
         for c in receivers:
             self._hand(c, entry)
 
@@ -465,23 +530,19 @@ class Queue:
             c.unacked[entry.message.id] = entry
             self._outstanding += 1
             if self.ack_timeout:
-                self._ack_deadlines.append((self.broker.clock.now() + self.ack_timeout, c, entry))
+                self._ack_deadlines.append((self.broker.clock.now() + self.ack_timeout, c, entry,
+                                            entry.retry))
 
     # -- periodic ----------------------------------------------------------------------
     def tick(self, now):
         """Ack timeouts and message expiry; called about once a second."""
         deadlines = self._ack_deadlines
         while deadlines and deadlines[0][0] <= now:
-            _, consumer, entry = deadlines.popleft()
-            if consumer.unacked.get(entry.message.id) is entry:
-                del consumer.unacked[entry.message.id]
-                if self.ack_timeout_requeue:
-                    self.requeue(entry, consumer)
-                else:
-                    entry.notify("nack", consumer, "timeout")
-                    self._outstanding -= 1
-                    if self.wait_for_ack:
-                        self.dispatch()
+            _, consumer, entry, retry = deadlines.popleft()
+            if entry.retry == retry and consumer.unacked.get(entry.message.id) is entry:
+                del consumer.unacked[entry.message.id]       # this delivery, not a later one
+                entry.notify("nack", consumer, "timeout")
+                self.returned(consumer, entry)
         for lane in (self.priority, self.entries):
             while lane:
                 expires = lane[0].message.expires_at
@@ -494,13 +555,17 @@ class Queue:
 
     # -- deletion -------------------------------------------------------------------------
     def close(self):
-        """Called by the broker when the queue is deleted: consumers are cancelled."""
+        """Called by the broker when the queue is deleted: consumers are cancelled, what
+        they held and what is stored is dropped."""
         self.deleted = True
         if self._unused_timer is not None and self._unused_timer.active():
             self._unused_timer.cancel()
         self._unused_timer = None
         for consumer in list(self.consumers):
-            self.remove_consumer(consumer, requeue=False)
+            for entry in self._detach(consumer):
+                self._outstanding -= 1
+                self.dropped += 1
+                entry.notify("dropped", consumer, "deleted")
             if consumer.on_cancel is not None:
                 consumer.on_cancel(consumer)
         self.clear()

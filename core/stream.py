@@ -221,10 +221,11 @@ class Stream:
         return found
 
     # -- publishing -------------------------------------------------------------------
-    def publish(self, message, exclude=None):
+    def publish(self, message, publisher=None):
         """Route one message; returns how many copies were handed on.
 
-        `exclude` is a client that must not get its own message back (Malamute writers).
+        `publisher` is the Client whose input brought it: flow control holds it if a queue
+        congests (core.flow), and it never reads its own message back (Malamute writers).
         """
         self.published += 1
         delivered = 0
@@ -233,10 +234,10 @@ class Stream:
             targets = self._resolve(message.subject)
         if targets:
             for queue in targets:
-                if queue.put_message(message, None):
+                if queue.put_message(message, None, publisher):
                     delivered += 1
         if self.routed:
-            delivered += self._route(message)
+            delivered += self._route(message, publisher)
         if self._readers:                    # inline: this is every stream message's path
             subject = message.subject
             only = self._only
@@ -254,7 +255,7 @@ class Stream:
             if readers:
                 name = self.name
                 for reader in readers:
-                    if reader.client is not exclude:
+                    if reader.client is not publisher:
                         reader.deliver(name, message)
                         delivered += 1
         if not delivered:
@@ -270,17 +271,17 @@ class Stream:
         self._routes[subject] = targets
         return targets
 
-    def _route(self, message):
+    def _route(self, message, publisher):
         """Router bindings: all of them, or round-robin / only-first (Twino route methods)."""
         live = [q for q in map(self._queues.get, self.routed) if q is not None]
         if not live:
             return 0
         if self.route == DISTRIBUTE:
-            return sum(1 for queue in live if queue.put_message(message, None))
+            return sum(1 for queue in live if queue.put_message(message, None, publisher))
         if self.route == ROUND_ROBIN:
             self._rr = (self._rr + 1) % len(live)
             live = live[self._rr:] + live[:self._rr]
         for queue in live:
-            if queue.put_message(message):
+            if queue.put_message(message, None, publisher):
                 return 1
         return 0

@@ -13,6 +13,7 @@ from twisted.logger import Logger
 
 from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.guard import each
+from mqksbridge.bridge.config import size_limit
 from mqksbridge.bridge.convert.malamute import (deliver_header, mailbox_message, mailbox_prefix,
                                      service_message, service_prefix, stream_message,
                                      stream_prefix, stream_raw)
@@ -39,25 +40,18 @@ _REPLIES = {id(ev.OK): codec.OK, id(ev.PONG): codec.PONG,      # the session's r
             id(ev.ERROR_INVALID): ERROR_500, id(ev.ERROR_FAILED): encode_error(FAILED)}
 
 
-def limit(value):
-    """Config byte limits: an int, or "max" (the original's spelling of unlimited)."""
-    return None if value in ("max", None) else int(value)
-
-
 class MalamuteDoor:
     """Door-wide state: open sessions, address owners, counters, the expiry sweep."""
 
-    def __init__(self, broker, *, timeout=60.0, check_interval=1.0, mailbox_size_limit=None,
-                 mailbox_size_warn=None, service_queue_size_limit=None, credit=True,
-                 max_subscriptions=1000, max_pattern=255, max_subject=zrex.MAX_SUBJECT):
+    def __init__(self, broker, *, timeout=60.0, check_interval=1.0, mailbox_size_warn=None,
+                 credit=True, max_subscriptions=1000, max_pattern=255,
+                 max_subject=zrex.MAX_SUBJECT):
         self.broker = broker
         self.transport = None            # the ZmtpRouter: send/busy/attach_client
         self.peers = {}                  # routing id -> Peer (open sessions only)
         self.owners = {}                 # mailbox address -> Peer
         self.counters = Counter()
-        self.mailbox_limit = mailbox_size_limit
         self.mailbox_warn = mailbox_size_warn
-        self.service_limit = service_queue_size_limit
         self.credit = credit
         self.max_subscriptions = max_subscriptions   # reads + offers per session
         self.max_pattern = max_pattern                # bytes
@@ -88,44 +82,39 @@ class MalamuteDoor:
         they are nearly all the traffic; SERVICE-SENDs go a run at a time. The session is
         looked up again only after something that may have opened or ended it.
         """
-        sends, flow = self._sends, self.broker.flow
+        sends = self._sends
         peer = self._active(rid)
         i, count = 0, len(messages)
-        try:
-            while i < count:
-                frames = messages[i]
-                i += 1
-                head = frames[0] if frames else b""
-                if peer is not None and len(head) > 2:
-                    if head[2] == SERVICE_SEND:
-                        i = self._service_sends(peer, messages, i - 1)
-                        if i < 0:            # the session failed: look it up again
-                            i, peer = -i, self._active(rid)
+        while i < count:
+            frames = messages[i]
+            i += 1
+            head = frames[0] if frames else b""
+            if peer is not None and len(head) > 2:
+                if head[2] == SERVICE_SEND:
+                    i = self._service_sends(peer, messages, i - 1)
+                    if i < 0:            # the session failed: look it up again
+                        i, peer = -i, self._active(rid)
+                    continue
+                send = sends.get(head[2])
+                if send is not None and (peer.writer is not None or head[2] != STREAM_SEND):
+                    try:
+                        send(peer, head, frames)
                         continue
-                    send = sends.get(head[2])
-                    if send is not None and (peer.writer is not None or head[2] != STREAM_SEND):
-                        try:
-                            send(peer, head, frames)
-                            continue
-                        except MalamuteDecodeError as exc:
-                            self._malformed(exc)
-                            continue
-                        except Exception:
-                            self._failed(peer, frames)
-                        peer = self._active(rid)
+                    except MalamuteDecodeError as exc:
+                        self._malformed(exc)
                         continue
-                self._command(rid, peer, frames)
-                peer = self._active(rid)
-        finally:
-            flow.publisher = None
+                    except Exception:
+                        self._failed(peer, frames)
+                    peer = self._active(rid)
+                    continue
+            self._command(rid, peer, frames)
+            peer = self._active(rid)
 
     def _active(self, rid):
-        """The open session of `rid`, marked as seen and as the publisher a congested
-        queue holds (core.flow); None before OPEN or after the end."""
+        """The open session of `rid`, marked as seen; None before OPEN or after the end."""
         peer = self.peers.get(rid)
         if peer is not None:
             peer.seen = self.generation
-            self.broker.flow.publisher = peer.client
         return peer
 
     def _command(self, rid, peer, frames):
@@ -207,7 +196,7 @@ class MalamuteDoor:
                 old.session.expire("takeover")
                 self.end(old)
             self.owners[address] = peer
-            self._mailbox(address).attach(client, peer.mailbox)
+            self.broker.mailbox(address).attach(client, peer.mailbox)
 
     def end(self, peer, event=None, header=None):
         """Forget a session: offers, reads and mailbox go; unsent requests are requeued."""
@@ -273,13 +262,6 @@ class MalamuteDoor:
                                            tuple(frames[1:]), raw), peer.client)
 
     # -- mailboxes ------------------------------------------------------------------------
-    def _mailbox(self, address):
-        mailbox = self.broker.mailboxes.get(address)
-        if mailbox is None:
-            mailbox = self.broker.mailbox(address)
-            mailbox.limit_bytes = self.mailbox_limit
-        return mailbox
-
     def _expiry(self, timeout):
         return self.broker.clock.now() + timeout / 1000.0 if timeout else None
 
@@ -289,7 +271,7 @@ class MalamuteDoor:
             last = self._fields(peer, header, peer.mail_prefix)
         address, subject, tracker, timeout, raw = last[2:]
         peer.traffic.messages_in += 1
-        mailbox = self._mailbox(address)
+        mailbox = self.broker.mailbox(address)
         message = mailbox_message(self._id(), peer.address, subject, tracker,
                                   tuple(frames[1:]), raw, self._expiry(timeout))
         if mailbox.send(message) == DROPPED:
@@ -310,14 +292,6 @@ class MalamuteDoor:
         return peer.last_send
 
     # -- services -------------------------------------------------------------------------
-    def _service(self, name):
-        queue = self.broker.queues.get(name)
-        if queue is None:
-            queue = self.broker.queue(name)
-            if self.service_limit is not None:
-                queue.configure(max_bytes=self.service_limit)
-        return queue
-
     def _service_sends(self, peer, messages, i):
         """messages[i], a SERVICE-SEND, and the ones after it with the same header (a
         client sends bursts of requests to one service): the fields, the queue and the
@@ -334,8 +308,8 @@ class MalamuteDoor:
         service, subject, tracker, timeout, raw = last[2:]
         queue = self.broker.queues.get(service)
         if queue is None:
-            queue = self._service(service)
-        put, new_id, sender = queue.put_message, self._id, peer.address
+            queue = self.broker.queue(service)
+        put, new_id, sender, client = queue.put_message, self._id, peer.address, peer.client
         expires_at = self._expiry(timeout) if timeout else None
         start, count = i, len(messages)
         while i < count:
@@ -346,7 +320,8 @@ class MalamuteDoor:
             try:
                 if not put(service_message(new_id(), sender, subject, tracker,
                                            (frames[1],) if len(frames) == 2
-                                           else tuple(frames[1:]), raw, expires_at)):
+                                           else tuple(frames[1:]), raw, expires_at),
+                           None, client):
                     self.counters["service_dropped"] += 1
                     self.losses["request refused by service", service] += 1
             except Exception:
@@ -365,7 +340,7 @@ class MalamuteDoor:
                                 credit=0 if peer.credit else None)
             peer.offers[key] = consumer
             peer.subscriptions += 1
-            self.broker.add_consumer(self._service(command.service), consumer)
+            self.broker.add_consumer(self.broker.queue(command.service), consumer)
 
     # -- time -------------------------------------------------------------------------------
     def _expire(self, peer):
@@ -397,9 +372,7 @@ def build(config, broker, scheduler, reactor, clock):
     door = MalamuteDoor(
         broker, timeout=float(settings["timeout"]),
         check_interval=float(settings["check_interval"]),
-        mailbox_size_limit=limit(settings["mailbox_size_limit"]),
-        mailbox_size_warn=limit(settings["mailbox_size_warn"]),
-        service_queue_size_limit=limit(settings["service_queue_size_limit"]),
+        mailbox_size_warn=size_limit(settings["mailbox_size_warn"]),
         credit=bool(settings["credit"]),
         max_subscriptions=int(settings["max_subscriptions"]),
         max_pattern=int(settings["max_pattern"]), max_subject=int(settings["max_subject"]))

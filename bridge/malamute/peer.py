@@ -4,8 +4,9 @@ Backpressure: while the peer's socket is full its core Client is paused (the ROU
 that), so mailbox and service deliveries wait in the core. Streams have no storage in
 Malamute: once `high_water` stream messages wait behind a full socket, further copies
 for that peer are dropped and counted. A service request that cannot be handed to the socket
-(the peer vanished) goes back to its queue. A foreign message Malamute cannot carry (a
-subject over 255 bytes) is dropped for this peer, counted and logged, never cut.
+(the peer vanished) is handed back to its queue, which passes it on (core.queue). A foreign
+message Malamute cannot carry (a subject over 255 bytes) is dropped for this peer, counted
+and logged, never cut.
 
 The three callbacks run inside another client's send (any door's): a failure in one (a
 bug) costs this session, as a failing command does (logged, ERROR 500, session ended),
@@ -76,10 +77,10 @@ class Peer:
             if frames is None:
                 entry.notify("nack", consumer, "unrepresentable")
             elif self.gone or not self._send(frames):
-                queue.requeue(entry)
+                queue.returned(consumer, entry)
         except Exception:
             self.door._failed(self, ("service delivery", queue.name))
-            queue.requeue(entry)
+            queue.returned(consumer, entry)
 
     def _frames(self, convert, name, message):
         """The DELIVER frames, or None (counted, logged) when Malamute cannot carry it."""

@@ -121,7 +121,8 @@ class MqksDoor:
                           event[:200])
                 return False
             subject = self._subject(event)
-        self._route(_message(req_id, subject, body, conn.client.id, event))
+        client = conn.client
+        self._route(_message(req_id, subject, body, client.id, event), client)
 
     def consume(self, conn, cid, data, confirm):
         queue_raw, replace, add, when_unused, manual_ack = parse_consume(data)
@@ -292,8 +293,6 @@ class MqksConnection(protocol.Protocol):
             lines, too_long = exc.lines, True
         door = self.door
         handle, publish, ack = door.handle, door.publish_plain, door.ack_plain
-        flow = door.broker.flow
-        flow.publisher = self.client         # whom a congested queue holds (core.flow)
         published = 0                        # admin counter, added once per read
         try:
             for line in lines:
@@ -311,7 +310,6 @@ class MqksConnection(protocol.Protocol):
                         continue
                 handle(self, line)
         finally:
-            flow.publisher = None
             self.traffic.messages_in += published
         if too_long:
             door.fail(self, None, "line longer than %d bytes" % door.max_line, b"")

@@ -44,7 +44,6 @@ class TwinoDoor:
         self.node_id = new_id()
         self.connections = set()
         self.traffic = DoorTraffic(DOOR, clock.seconds)
-        self.current_ack = None     # (consumer, ack frame) while a consumer ack is settled
         self.queues = TwinoQueues(self)
         self.direct = TwinoDirect(self)
         self.events = TwinoEvents(self)
@@ -111,8 +110,7 @@ class TwinoDoor:
         registered = client.id is not None and self.broker.clients.get(client.id) is client
         each(log, "twino disconnect", (
             lambda: self.events.forget(conn),
-            *((lambda: self.queues.release(client),
-               lambda: self.broker.disconnect(client),
+            *((lambda: self.broker.disconnect(client),
                lambda: self._drop_empty_mailbox(client.id)) if registered else ())))
 
     def _drop_empty_mailbox(self, client_id):
@@ -123,12 +121,10 @@ class TwinoDoor:
     # -- keep-alive ---------------------------------------------------------------------------
     def sweep(self):
         """Once per check_interval: close unfinished handshakes, PING idle clients, close
-        those that stayed silent after a PING, remove channels that are empty and asked
-        to be destroyed then."""
+        those that stayed silent after a PING."""
         now = self.clock()
-        each(log, "twino sweep", (self.queues.destroy_empty_channels,
-                                  *(lambda conn=conn: self._keep_alive(conn, now)
-                                    for conn in list(self.connections))))
+        each(log, "twino sweep", [lambda conn=conn: self._keep_alive(conn, now)
+                                  for conn in list(self.connections)])
 
     def _keep_alive(self, conn, now):
         settings = self.settings
@@ -184,30 +180,25 @@ class TwinoConnection(protocol.Protocol):
         except TwinoProtocolError as exc:
             frames, error = exc.frames, exc
         handlers, push_run = door.handlers, door.queues.push_run
-        flow = door.broker.flow
-        flow.publisher = self.client         # whom a congested queue holds (core.flow)
-        try:
-            i, count = 0, len(frames)
-            while i < count:
-                frame = frames[i]
-                if frame.type == 0x11:       # QueueMessage: pushes come in runs
-                    try:
-                        i = push_run(self, frames, i)
-                    except Exception:        # before the run began: its first frame failed
-                        door.failed(self, frame)
-                        i += 1
-                else:
+        i, count = 0, len(frames)
+        while i < count:
+            frame = frames[i]
+            if frame.type == 0x11:       # QueueMessage: pushes come in runs
+                try:
+                    i = push_run(self, frames, i)
+                except Exception:        # before the run began: its first frame failed
+                    door.failed(self, frame)
                     i += 1
-                    handler = handlers.get(frame.type)
-                    if handler is not None:
-                        try:
-                            handler(self, frame)
-                        except Exception:
-                            door.failed(self, frame)
-                if not self.connected:
-                    return
-        finally:
-            flow.publisher = None
+            else:
+                i += 1
+                handler = handlers.get(frame.type)
+                if handler is not None:
+                    try:
+                        handler(self, frame)
+                    except Exception:
+                        door.failed(self, frame)
+            if not self.connected:
+                return
         if error is not None:
             self.close(f"bad frame: {error}")
 

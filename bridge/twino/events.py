@@ -53,7 +53,7 @@ class TwinoEvents:
             return None
         if queue is None:
             return None
-        state = queue.attrs["twino"]
+        state = self.door.queues.state_of(queue)
         key = name, channel_name, state.id
         state.produced = self.subs.setdefault(key, {})   # the push path checks this dict
         return key
@@ -101,9 +101,12 @@ class TwinoEvents:
                 channel=channel.name, client_id=client.id, client_name=client.name or None,
                 client_type=client.type or None, node=node))
         elif event in _QUEUE_EVENTS:
-            state = data["queue"].attrs.get("twino")
+            queue = data["queue"]
+            state = queue.attrs.get("twino")
             if state is None:
-                return
+                if queue.channel is None or event != "queue-created":
+                    return
+                state = self.door.queues.state_of(queue)    # another door's, in a channel
             if event == "queue-created":
                 state.queue = data["queue"]
                 key = MESSAGE_PRODUCED, state.channel, state.id

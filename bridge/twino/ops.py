@@ -107,7 +107,6 @@ class TwinoOperations:
         channel = self.broker.channels.get(frame.target or "")
         if channel is None or conn.client.id not in channel.members:
             return NOT_FOUND
-        self.queues.release(conn.client, channel)
         self.broker.leave_channel(channel, conn.client)
         return OK
 
@@ -145,7 +144,7 @@ class TwinoOperations:
             active_clients=len(channel.members),
             client_limit=settings.get("client_limit") or 0,
             queue_limit=settings.get("queue_limit") or 0,
-            destroy_when_empty=bool(settings.get("destroy_when_empty")))
+            destroy_when_empty=channel.destroy_when_empty)
 
     def channel_info(self, conn, frame):
         channel = self.broker.channels.get(frame.target or "")
@@ -174,7 +173,7 @@ class TwinoOperations:
     def _queue(self, frame, queue_id):
         channel = self.broker.channels.get(self._channel_name(frame))
         queue = channel.queues.get(queue_id) if channel is not None else None
-        return None if queue is None else queue.attrs.get("twino")
+        return None if queue is None else self.queues.state_of(queue)
 
     @staticmethod
     def _queue_id_header(frame):
@@ -210,8 +209,8 @@ class TwinoOperations:
         code = self.queues.refusal(channel, queue_id)
         if code:
             return code                        # upstream sends nothing
-        self.queues.create_queue(channel, queue_id, options)   # options apply here (B4)
-        return OK
+        _, code = self.queues.create_queue(channel, queue_id, options)   # options apply (B4)
+        return code or OK
 
     def remove_queue(self, conn, frame):
         queue_id = self._queue_id_content(frame)
@@ -264,13 +263,13 @@ class TwinoOperations:
         queue = channel.queues.get(self._queue_id_content(frame)) if channel is not None else None
         if queue is None:
             return NOT_FOUND
-        return OK, self.queue_json(queue.attrs["twino"])
+        return OK, self.queue_json(self.queues.state_of(queue))
 
     def queue_list(self, conn, frame):
         channel = self.broker.channels.get(frame.target or "")
         if channel is None:
             return NOT_FOUND
-        return OK, json_list([self.queue_json(q.attrs["twino"])
+        return OK, json_list([self.queue_json(self.queues.state_of(q))
                               for _, q in sorted(channel.queues.items())])
 
     # -- server ---------------------------------------------------------------------------------

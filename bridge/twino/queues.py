@@ -2,12 +2,15 @@
 
 Twino queue (channel C, id N) is core queue `C/N`, grouped under core channel C; queue id 0
 is the core queue named C itself, so a Twino client reaches a queue other doors name plainly
-(an MQKS `consume jobs`, a Malamute service `jobs`) as (jobs, 0). Its Twino-only settings
-live in a TwinoQueue kept in `queue.attrs["twino"]`. A push keeps its decoded frame and what
-its delivery frame changes in Message.raw: that frame is encoded on the first delivery to a
-Twino consumer (never, when only other doors consume the message), then each delivery only
-flips the FirstAcquirer and PendingAcknowledge bits. Foreign messages go through
-bridge.convert.twino.
+(an MQKS `consume jobs`, a Malamute service `jobs`) as (jobs, 0), and the core puts every
+queue of a channel's name in it, whoever made it (core.channel). Its Twino-only settings
+live in a TwinoQueue kept in `queue.attrs["twino"]`, made on first sight for a queue
+another door created (`state_of`). What becomes of a message a member hands back or leaves
+unacked is the core's rule (core.queue), not this door's. A push keeps its decoded frame
+and what its delivery frame changes in Message.raw: that frame is encoded on the first
+delivery to a Twino consumer (never, when only other doors consume the message), then each
+delivery only flips the FirstAcquirer and PendingAcknowledge bits. Foreign messages go
+through bridge.convert.twino.
 """
 import fnmatch
 
@@ -15,6 +18,7 @@ from mqksbridge.bridge.convert import Unrepresentable, dropped
 from mqksbridge.bridge.convert.twino import from_frame, queue_delivery
 from mqksbridge.bridge.traffic import SAMPLE_MASK
 from mqksbridge.core import Consumer
+from mqksbridge.core.channel import numbered, queue_name as core_name
 from mqksbridge.core.queue import BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED
 from mqksbridge.protocols.twino.codec import (
     FIRST_ACQUIRER, Frame, Header, MessageType, NackReason, NoContent, ResultCode,
@@ -34,11 +38,6 @@ QUEUE_DEFAULTS = {"status": 1, "request_acknowledge": True, "acknowledge_timeout
 _PENDING_ACK = 0x4000  # byte 1 bit 0x40 in append_headers' 16-bit flag mask
 _CLEAR = {"all": "all", "high-priority": "priority", "default-priority": "regular"}
 DOOR = "twino"
-
-
-def core_name(channel, queue_id):
-    """The core queue behind Twino queue (channel, id): `C/N`, or plain `C` for id 0."""
-    return f"{channel}/{queue_id}" if queue_id else channel
 
 
 class TwinoQueue:
@@ -189,7 +188,7 @@ class ProducerAck:
         self.conn, self.message_id, self.state, self.relay = conn, message_id, state, relay
         self.done = False
 
-    def __call__(self, event, entry, consumer, reason):
+    def __call__(self, event, entry, consumer, reason, receipt):
         """It runs inside a queue's dispatch, for any door's consumer: a failure costs the
         producer's connection (logged, closed), never the dispatch of other messages."""
         try:
@@ -208,7 +207,8 @@ class ProducerAck:
                 return    # "sent" answered already; a Twino consumer that does not ack has no
                 # ack to relay (another door's auto-acking consumer acks by taking the message)
             else:
-                frame = self._relayed(consumer, None if event == "ack" else (reason or "none"))
+                frame = self._relayed(consumer, None if event == "ack" else (reason or "none"),
+                                      receipt)
             self.done = True
             if event == "nack":
                 state.nacks += 1
@@ -217,14 +217,12 @@ class ProducerAck:
         except Exception:
             self.conn.outbox.failed()
 
-    def _relayed(self, consumer, reason):
-        """The consumer's ack frame itself when it came from a Twino consumer just now, else
-        a server-made one naming the consumer (a foreign ack, or an ack timeout)."""
+    def _relayed(self, consumer, reason, ack):
+        """The consumer's ack frame itself (`ack`, the receipt a Twino consumer settled it
+        with), else a server-made one naming the consumer (a foreign ack, an ack timeout)."""
         state = self.state
-        current = self.conn.door.current_ack
         source = None if state.hide_names or consumer is None else consumer.client.id
-        if current is not None and current[0] is consumer:
-            ack = current[1]
+        if ack is not None:
             return Frame(MessageType.ACKNOWLEDGE, ack.first_acquirer, False, ack.ttl,
                          ack.pending_response, ack.pending_ack, self.message_id,
                          None if state.hide_names else (ack.source or source), ack.target,
@@ -267,12 +265,16 @@ class TwinoQueues:
         return self.create_channel(name, {}), 0
 
     def create_channel(self, name, options):
+        """DestroyWhenEmpty is the core channel's (the broker's sweep removes it); the other
+        channel options are this door's rules for the queues its clients create."""
         settings = {"allow_multiple_queues": True, "allowed_queues": None, "client_limit": 0,
-                    "queue_limit": 0, "destroy_when_empty": False}
+                    "queue_limit": 0}
         defaults = dict(QUEUE_DEFAULTS)
+        destroy = bool(options.pop("destroy_when_empty", False))
         for key, value in options.items():
             (settings if key in settings else defaults)[key] = value
-        return self.broker.channel(name, defaults=defaults, attrs={"twino": settings})
+        return self.broker.channel(name, defaults=defaults, attrs={"twino": settings},
+                                   destroy_when_empty=destroy)
 
     def queue_for(self, channel_name, queue_id, create=True):
         """(TwinoQueue, 0) or (None, result code), creating channel and queue when allowed."""
@@ -284,14 +286,16 @@ class TwinoQueues:
             return None, code
         queue = channel.queues.get(queue_id)
         if queue is not None:
-            state = queue.attrs["twino"]
+            state = self.state_of(queue)
         else:
             if not (create and self.door.settings["auto_create_queues"]):
                 return None, ResultCode.NOT_FOUND
             code = self.refusal(channel, queue_id)
             if code:
                 return None, code
-            state = self.create_queue(channel, queue_id, {})
+            state, code = self.create_queue(channel, queue_id, {})
+            if code:
+                return None, code
         self.by_key[(channel_name, queue_id)] = state
         return state, 0
 
@@ -309,21 +313,32 @@ class TwinoQueues:
         return 0
 
     def create_queue(self, channel, queue_id, options):
-        """A new Twino queue: channel defaults, then `options`. A core queue of that name made
-        by another door is adopted as it is (its mode stays), so both doors share it."""
+        """A new Twino queue: channel defaults, then `options`; (TwinoQueue, 0), or (None,
+        481) when core queue `C/N` exists in another channel (the channel named `C/N`, whose
+        queue 0 it is). The broker puts it in the channel, which gives every member a
+        consumer of it."""
         name = core_name(channel.name, queue_id)
+        if name in self.broker.queues or (queue_id and name in self.broker.channels):
+            return None, ResultCode.DUPLICATE
         state = TwinoQueue(channel.name, queue_id, name, self.policy_for(name))
         core = state.apply({**channel.defaults, **options})
-        queue = self.broker.queues.get(name)
-        if queue is None:
-            mode = core.pop("mode", PUSH_ALL)
-            queue = self.broker.queue(name, mode=mode, channel=channel, ack_timeout_requeue=False,
-                                      attrs={"twino": state}, **core)
-        else:
+        mode = core.pop("mode", PUSH_ALL)
+        state.queue = self.broker.queue(name, mode=mode, attrs={"twino": state}, **core)
+        return state, 0
+
+    def state_of(self, queue):
+        """The Twino side of a queue in a channel. A queue another door made (an MQKS
+        `consume jobs`, a Malamute service) gets one on first sight: its mode and core
+        options stay as they are, the channel's defaults set the Twino-only ones (member
+        acks, message ids, hidden names) and the producer-ack policy is the name's."""
+        state = queue.attrs.get("twino")
+        if state is None:
+            channel = queue.channel
+            queue_id = 0 if queue.name == channel.name else numbered(queue.name)[1]
+            state = TwinoQueue(channel.name, queue_id, queue.name, self.policy_for(queue.name))
+            state.apply(channel.defaults)      # the core options it returns are not ours
+            state.queue = queue
             queue.attrs["twino"] = state
-            queue.ack_timeout_requeue = False
-        state.queue = queue
-        channel.add_queue(queue_id, queue)
         return state
 
     def update(self, state, options):
@@ -343,35 +358,17 @@ class TwinoQueues:
         if mode is not None and mode != queue.mode:
             queue.set_mode(mode)
 
-    def destroy_empty_channels(self):
-        """DestroyWhenEmpty: a channel that asked for it is removed once it has no member
-        and none of its queues holds a message or has a consumer (of any door). The door's
-        periodic sweep calls this, so the data path never checks."""
-        for channel in list(self.broker.channels.values()):
-            if (channel.attrs.get("twino", {}).get("destroy_when_empty") and not channel.members
-                    and not any(len(q) or q.consumers for q in channel.queues.values())):
-                self.broker.remove_channel(channel.name)
-
     def forget(self, queue):
         state = queue.attrs.get("twino")
         if state is not None and self.by_key.get((state.channel, state.id)) is state:
             del self.by_key[(state.channel, state.id)]
-
-    def release(self, client, channel=None):
-        """Before a member goes: its push/broadcast consumers leave without returning
-        unacked messages (every other member had them already)."""
-        for consumer in list(client.consumers.values()):
-            queue = consumer.queue
-            if (queue is not None and queue.mode in (PUSH_ALL, BROADCAST)
-                    and (channel is None or queue.channel is channel)):
-                self.broker.remove_consumer(consumer, requeue=False)
 
     def member_consumer(self, conn):
         """make_consumer for core Channel.join: one consumer per queue, id = queue name."""
         client = conn.client
 
         def make(queue):
-            state = queue.attrs["twino"]
+            state = self.state_of(queue)
             return Consumer(queue.name, client, deliver, state.request_ack, None, None, None,
                             (conn, state))
         return make
@@ -402,7 +399,7 @@ class TwinoQueues:
         expires_at = now + state.message_timeout if state.message_timeout else None
         observed, relay = state.policy != "received", state.policy == "relay"
         pull, produced = queue.mode == PULL, state.produced
-        put, write = queue.put_message, conn.write
+        put, write, client = queue.put_message, conn.write, conn.client
         received = queue.received
         start, count = i, len(frames)
         while i < count:
@@ -429,16 +426,16 @@ class TwinoQueues:
                         pass                 # the pull drops and counts it
                 if frame.pending_ack and wire_id is not None:
                     if observed:
-                        put(message, ProducerAck(conn, wire_id, state, relay))
+                        put(message, ProducerAck(conn, wire_id, state, relay), client)
                     else:
-                        put(message, None)
+                        put(message, None, client)
                         write(encode(server_ack(wire_id, state.channel, queue_id)))
                 else:
-                    put(message, None)
+                    put(message, None, client)
                 if frame.headers:
                     self.copies(conn, frame, state)
                 if produced:
-                    self.door.events.produced(state, message, conn.client)
+                    self.door.events.produced(state, message, client)
             except Exception:
                 self.door.failed(conn, frame)
         if queue.received != received:      # not when every push was refused
@@ -486,7 +483,7 @@ class TwinoQueues:
                             state.raw_door, now,
                             now + state.message_timeout if state.message_timeout else None)
         if state.queue.refusal(message) is None:
-            state.queue.put_message(message, None)
+            state.queue.put_message(message, None, conn.client)
 
     # -- consumer acks ----------------------------------------------------------------------------
     def consumer_ack(self, conn, frame):
@@ -497,12 +494,7 @@ class TwinoQueues:
         message_id = conn.aliases.pop(frame.message_id, frame.message_id) if conn.aliases \
             else frame.message_id
         reason = frame.header(Header.NACK_REASON) if frame.headers else None
-        door = self.door
-        door.current_ack = (consumer, frame)
-        try:
-            consumer.ack(message_id, reason is None, reason)
-        finally:
-            door.current_ack = None
+        consumer.ack(message_id, reason is None, reason, frame)
         return True
 
     # -- pull -------------------------------------------------------------------------------------

@@ -129,7 +129,7 @@ class TwinoRouters:
         if router is not None:
             message = from_frame(frame, message_id, client.id, name, None, None,
                                  self.door.clock())
-            delivered = self.broker.stream(name).publish(message)
+            delivered = self.broker.stream(name).publish(message, client)
             distribute = router["method"] == 0
             for b in router["bindings"]:
                 kind = b["binding_type"]

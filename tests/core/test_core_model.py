@@ -1,7 +1,7 @@
 """The core model with a fake clock: no sockets, no reactor."""
 import pytest
 
-from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message, QueueError
+from mqksbridge.core import Broker, Client, Consumer, Entry, FakeClock, Message, QueueError
 from mqksbridge.core import queue as qmod
 
 
@@ -219,7 +219,7 @@ def test_push_all_stores_until_member_then_delivers_to_all(broker):
 def test_broadcast_never_stores(broker):
     q = broker.queue("b", mode=qmod.BROADCAST)
     dropped = []
-    q.put(__import__("core").Entry(msg(1), observer=lambda ev, e, c, r: dropped.append((ev, r))))
+    q.put(Entry(msg(1), observer=lambda ev, e, c, r, receipt: dropped.append((ev, r))))
     assert len(q) == 0 and dropped == [("dropped", "no-consumers")]
     a, sa = consumer(broker, q, "a")
     q.put_message(msg(2))
@@ -284,15 +284,41 @@ def test_ack_timeout_requeues_via_tick(broker):
     assert sink.got == [("1", 0), ("1", 1)]
 
 
-def test_ack_timeout_nack_to_observer_when_not_requeued(broker):
-    from mqksbridge.core import Entry
-    q = broker.queue("t", ack_timeout=1, ack_timeout_requeue=False)
+def test_ack_timeout_nacks_the_observer_and_requeues(broker):
+    q = broker.queue("t", ack_timeout=1)
     c, sink = consumer(broker, q, "c", manual=True)
     events = []
-    q.put(Entry(msg(1), observer=lambda ev, e, c, r: events.append((ev, r))))
+    q.put(Entry(msg(1), observer=lambda ev, e, c, r, receipt: events.append((ev, r))))
     broker.clock.advance(2)
     broker.tick()
-    assert events == [("sent", None), ("nack", "timeout")]
+    assert events == [("sent", None), ("nack", "timeout")]  # the verdict: then nothing more
+    assert sink.got == [("1", 0), ("1", 1)]           # handed back: the next one has it
+
+
+def test_ack_timeout_of_a_push_all_copy_settles_it_for_that_consumer(broker):
+    q = broker.queue("t", mode=qmod.PUSH_ALL, ack_timeout=1)
+    a, sa = consumer(broker, q, "a", manual=True)
+    b, sb = consumer(broker, q, "b", manual=True)
+    q.put_message(msg(1))
+    b.ack("1")
+    broker.clock.advance(2)
+    broker.tick()
+    assert sa.got == [("1", 0)] and sb.got == [("1", 0)] and a.unacked == {} and len(q) == 0
+
+
+def test_ack_timeout_counts_from_the_latest_delivery(broker):
+    """A message rejected and redelivered to the same consumer gets a fresh deadline."""
+    q = broker.queue("t", ack_timeout=10)
+    c, sink = consumer(broker, q, "c", manual=True)
+    q.put_message(msg(1))
+    broker.clock.advance(6)
+    c.reject("1")                                    # back, and to c again at once
+    broker.clock.advance(6)
+    broker.tick()                                    # 12 s after the first delivery
+    assert sink.got == [("1", 0), ("1", 1)]
+    broker.clock.advance(5)
+    broker.tick()
+    assert sink.got == [("1", 0), ("1", 1), ("1", 2)]
 
 
 def test_wait_for_ack_serialises_deliveries(broker):
@@ -306,11 +332,10 @@ def test_wait_for_ack_serialises_deliveries(broker):
 
 
 def test_observer_sees_ack_from_consumer(broker):
-    from mqksbridge.core import Entry
     q = broker.queue("o")
     c, sink = consumer(broker, q, "c", manual=True)
     events = []
-    q.put(Entry(msg(1), observer=lambda ev, e, cons, r: events.append((ev, r))))
+    q.put(Entry(msg(1), observer=lambda ev, e, cons, r, receipt: events.append((ev, r))))
     c.ack("1", positive=False, reason="busy")
     c.ack("1")
     assert events == [("sent", None), ("nack", "busy")]
@@ -342,7 +367,7 @@ def test_tick_reaches_every_queue_when_one_raises(broker):
     together, once every queue and mailbox had its tick."""
     from mqksbridge.core import Entry
 
-    def buggy(event, entry, consumer, reason):
+    def buggy(event, entry, consumer, reason, receipt):
         raise KeyError("an observer bug")
     first, second = broker.queue("first"), broker.queue("second", ack_timeout=1)
     first.put(Entry(msg(1, expires_at=broker.clock.now() + 1), observer=buggy))
@@ -373,13 +398,12 @@ def test_stream_readers_exclude_writer_and_double_match(broker):
     s.add_reader(reader, "a", Any(), lambda name, m: got.append(("dup", m.id)))
     s.add_reader(reader, "b", Any(), lambda name, m: got.append(("b", m.id)))
     s.add_reader(writer, "a", Any(), lambda name, m: got.append(("self", m.id)))
-    s.publish(msg(1, subject="temp"), exclude=writer)
+    s.publish(msg(1, subject="temp"), writer)       # the publisher reads nothing back
     assert got == [("a", "1"), ("b", "1")]
 
 
 def test_mailbox_store_flush_limit_expiry(broker):
     mb = broker.mailbox("alice")
-    broker.mailbox_limit = None
     mb.limit_bytes = 20
     for i in range(5):
         mb.send(msg(i, body=b"x" * 10))

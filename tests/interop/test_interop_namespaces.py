@@ -1,22 +1,15 @@
-"""One namespace per kind, shared by every door (docs/mapping.md "Shared names"): a queue named by several doors
-is one queue, and the MQKS stream is every door's stream."""
+"""One namespace per kind, shared by every door (docs/mapping.md "Shared names"): a queue
+named by several doors is one queue, the channel of its name sees it whoever made it, and
+the MQKS stream is every door's stream."""
 import json
 
-from tests.interop.sides import STREAM, Twino, unique
-
-
-def adopt(net, queue, queue_id=0):
-    """A Twino client's view of a queue another door made: create (channel, id) onto it."""
-    admin = Twino(net).client()
-    answer = admin.operation(610, queue, [("Channel-Name", queue), ("Queue-Id", str(queue_id))])
-    assert answer.content_type == 0, answer
+from tests.interop.sides import STREAM, unique
 
 
 def test_plain_queue_is_twino_queue_id_0_with_competing_consumers(net):
     jobs = unique("jobs")
     mqks = net.side("mqks").client()
     cid = mqks.consume(jobs)
-    adopt(net, jobs)
     worker = net.side("twino").client()
     assert worker.join(jobs) == 0
     producer = net.side("twino").client()
@@ -94,7 +87,6 @@ def test_jobs_is_one_queue_for_an_mqks_consumer_a_malamute_worker_and_twino(net)
     mqks.consume(jobs)
     worker = net.side("malamute").client()
     worker.set_worker(jobs)
-    adopt(net, jobs)
     member = net.side("twino").client()
     assert member.join(jobs) == 0
     twino_producer = net.side("twino").client()

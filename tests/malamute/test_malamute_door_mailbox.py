@@ -12,8 +12,9 @@ from tests.support.waits import until
 @pytest.fixture
 def tight():
     """Mailboxes of 20 content bytes; a session expires after 1 s of silence."""
-    running = RunningBroker({"malamute": {"mailbox_size_limit": 20, "mailbox_size_warn": 10,
-                                          "timeout": 1.0, "check_interval": 0.1}})
+    running = RunningBroker({"broker": {"mailbox_size_limit": 20},
+                             "malamute": {"mailbox_size_warn": 10, "timeout": 1.0,
+                                          "check_interval": 0.1}})
     pytest_twisted.blockon(defer.ensureDeferred(running.start()))
     yield running
     pytest_twisted.blockon(defer.ensureDeferred(running.stop()))

@@ -5,6 +5,7 @@ from twisted.logger import formatEvent, globalLogPublisher
 
 from mqksbridge.bridge.malamute.door import MalamuteDoor
 from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
+from mqksbridge.core.limits import SizeLimit
 from mqksbridge.protocols.malamute import codec
 from mqksbridge.protocols.malamute.codec import decode, encode
 
@@ -150,7 +151,7 @@ def test_mailbox_stored_then_delivered_after_ok_with_tracker(door):
 
 
 def test_mailbox_limit_and_expiry(door):
-    door.mailbox_limit = 20
+    door.broker.mailbox_size_limit = SizeLimit(20)
     opened(door, b"A", "alice")
     for i in range(5):
         send(door, b"A", codec.MailboxSend("bob", "s", "", 0, (b"x" * 10,)))
@@ -289,7 +290,7 @@ def test_losses_are_logged_once_per_sweep_and_warnings_rearm(door):
     observer = lambda event: seen.append(formatEvent(event))
     globalLogPublisher.addObserver(observer)
     try:
-        door.mailbox_limit, door.mailbox_warn = 30, 10
+        door.broker.mailbox_size_limit, door.mailbox_warn = SizeLimit(30), 10
         opened(door, b"A", "alice")
         for _ in range(4):
             send(door, b"A", codec.MailboxSend("bob", "s", "", 0, (b"x" * 8,)))

@@ -75,7 +75,7 @@ async def test_vanished_worker_loses_no_waiting_request(server):
 
 @pytest.fixture
 def bounded():
-    running = RunningBroker({"malamute": {"service_queue_size_limit": 20}})
+    running = RunningBroker({"broker": {"queue_size_limit": 20}})
     pytest_twisted.blockon(defer.ensureDeferred(running.start()))
     yield running
     pytest_twisted.blockon(defer.ensureDeferred(running.stop()))

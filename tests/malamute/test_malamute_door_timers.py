@@ -60,7 +60,7 @@ def test_expired_sessions_keep_their_mail_and_replay_restores_everything(quick):
 
 
 def test_expired_mail_is_dropped_and_counted_by_the_broker_sweep():
-    harness = Harness({"malamute": {"mailbox_size_limit": 20, "timeout": 10.0}})
+    harness = Harness({"broker": {"mailbox_size_limit": 20}, "malamute": {"timeout": 10.0}})
     try:
         alice = harness.malamute("alice")
         alice.send_commands(codec.MailboxSend("bob", "late", "", 1500, (b"1",)),

@@ -174,13 +174,13 @@ async def test_auto_create_off_gives_404(server):
 
 
 def sweeps(running):
-    """A few door sweeps (check_interval 0.1) on the broker's clock."""
+    """A few broker sweeps (sweep_interval 0.1) on the broker's clock."""
     running.advance(0.3)
 
 
 @pytest_twisted.ensureDeferred
 async def test_destroy_when_empty_waits_for_messages_and_consumers_of_every_door():
-    running = await RunningBroker({"twino": {"check_interval": 0.1}}).start()
+    running = await RunningBroker({"broker": {"sweep_interval": 0.1}}).start()
     try:
         c = await running.twino()
         for name, destroy in (("dwe", True), ("keep", False)):
