@@ -477,17 +477,29 @@ class Queue:
             self.delivered += 1
             entry.deliveries += 1
             deliver(c, entry)
-            if entry.observer is not None:
-                entry.notify("sent", c)
+            observer = entry.observer
+            if observer is not None:
+                observer("sent", entry, c, None, None)
                 entry.notify("ack", c)
 
     def _hand(self, c, entry):
+        """One push delivery: what _track does (inline: every push passes here), then the
+        consumer's deliver and the observer's 'sent' (and 'ack' for an auto-ack one)."""
         if c.credit is not None:
             c.credit -= 1
-        self._track(c, entry)
+        c.delivered += 1
+        self.delivered += 1
+        entry.deliveries += 1
+        if c.manual_ack:
+            c.unacked[entry.message.id] = entry
+            self._outstanding += 1
+            if self.ack_timeout:
+                self._ack_deadlines.append((self.broker.clock.now() + self.ack_timeout, c, entry,
+                                            entry.retry))
         c.deliver(c, entry)
-        if entry.observer is not None:
-            entry.notify("sent", c)
+        observer = entry.observer
+        if observer is not None:
+            observer("sent", entry, c, None, None)     # Entry.notify, minus a call: no verdict
             if not c.manual_ack:
                 entry.notify("ack", c)
 
