@@ -198,6 +198,17 @@ def encode_message(message, *, base_ms=0, status="-", retry=0, settled=None) -> 
     `status`, `retry` and `settled` (a Settle) are the mutable state to start with."""
     if status not in STATUSES:
         raise TextQueueError(f"not a journal status: {status!r}")
+    fixed = encode_fields(message, base_ms)
+    settle = b"" if settled is None else _settle_value(settled.reason, settled.at,
+                                                       _ms(message.created_at), settled.door)
+    return b"%s%s\\r=%-3d\n\\e=%-8s\n\\c=%s\n" % (
+        status.encode(), fixed, min(max(retry, 0), RETRY_MAX), settle, _checksum(fixed))
+
+
+def encode_fields(message, base_ms=0) -> bytes:
+    """The immutable part of a journal record: the body after the control character and
+    the variables `i` to `frames`, each line ending in LF. Other writers of message
+    records (the TextQueue door's outbox) add their own control character and tail."""
     frames = message.frames
     if len(frames) == 1 and is_text(frames[0]):
         body = frames[0].replace(b"\n", b"\n ")
@@ -228,11 +239,7 @@ def encode_message(message, *, base_ms=0, status="-", retry=0, settled=None) -> 
         out += (b"\\headers=", b"&".join([_pct(k, b"&=") + b"=" + _pct(v, b"&=")
                                           for k, v in message.headers.items()]), b"\n")
     out.append(coding)
-    fixed = b"".join(out)
-    settle = b"" if settled is None else _settle_value(settled.reason, settled.at, created,
-                                                       settled.door)
-    return b"%s%s\\r=%-3d\n\\e=%-8s\n\\c=%s\n" % (
-        status.encode(), fixed, min(max(retry, 0), RETRY_MAX), settle, _checksum(fixed))
+    return b"".join(out)
 
 
 def encode_header(queue: str, segment: int, created_ms: int) -> bytes:

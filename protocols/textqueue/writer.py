@@ -11,7 +11,9 @@ reference reader), so it refuses CR, lone surrogates, and newlines in a variable
 
 An edit is `Edit(offset, data)`: write `data` at `offset` (os.pwrite) and nothing else
 in the file moves. Flipping a control character and rewriting a variable within its
-reserved width are the two edits the format allows.
+reserved width are the two edits the format allows. `merge_edits` turns many edits of
+bytes a caller has just read into few writes (one syscall for a run of records instead
+of one per record), writing the bytes between them back as they were.
 """
 from typing import NamedTuple
 
@@ -97,3 +99,32 @@ def rewrite(var: Variable, value: str) -> Edit:
     if len(data) > room:
         raise TextQueueError(f"{len(data)} bytes do not fit the {room} reserved for {var.text!r}")
     return Edit(var.value_offset, data + b" " * (room - len(data)))
+
+
+def merge_edits(edits, data: bytes, base: int, max_gap: int = 1024) -> list:
+    """`edits` as fewer, longer edits: those less than `max_gap` bytes apart become one,
+    the bytes between them taken from `data`, what the file holds at offsets `base` to
+    `base + len(data)` (every edit must lie inside it). Writing the result leaves the
+    file exactly as writing each edit would, as long as those bytes did not change in
+    between. Overlapping edits are refused."""
+    out = []
+    end = len(data)
+    run_start = run_end = None
+    parts = []
+    for offset, chunk in sorted(edits):
+        start = offset - base
+        stop = start + len(chunk)
+        if start < 0 or stop > end:
+            raise TextQueueError(f"edit at {offset} lies outside the bytes given")
+        if run_end is not None and start < run_end:
+            raise TextQueueError(f"edits overlap at {offset}")
+        if run_end is not None and start - run_end <= max_gap:
+            parts += (data[run_end:start], chunk)
+        else:
+            if parts:
+                out.append(Edit(base + run_start, b"".join(parts)))
+            run_start, parts = start, [chunk]
+        run_end = stop
+    if parts:
+        out.append(Edit(base + run_start, b"".join(parts)))
+    return out

@@ -322,3 +322,20 @@ def test_the_layout_fast_path_equals_the_general_decode(env, base, data):
     edited = b"\n".join(lines)
     assert _outcome(lambda: journal.decode(edited, base)) == _outcome(
         lambda: journal._decode_any(edited, base))
+
+
+@settings(max_examples=60, deadline=None)
+@given(envelopes())
+def test_encode_fields_is_the_record_between_its_control_character_and_its_tail(env):
+    """Other writers of message records (the TextQueue door's outbox) reuse the fields;
+    a record made of them and their own tail decodes as the journal's does."""
+    fields = journal.encode_fields(env, BASE)
+    record = journal.encode_message(env, base_ms=BASE, status=env.status)
+    assert record.startswith(env.status.encode() + fields)
+    assert record[1 + len(fields):].startswith(b"\\r=")
+    ours = journal.decode(Record(0, b"-" + fields + b"\\r=%d\n\\error=" % env.retry), BASE)
+    theirs = expected(env)
+    assert (ours.id, ours.subject, ours.frames, ours.headers, ours.sender, ours.origin,
+            ours.tracker, ours.priority, ours.created_at, ours.expires_at) == (
+        theirs.id, theirs.subject, theirs.frames, theirs.headers, theirs.sender,
+        theirs.origin, theirs.tracker, theirs.priority, theirs.created_at, theirs.expires_at)

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqksbridge.protocols.textqueue import (
-    Edit, Parser, TextQueueError, encode_record, flip, rewrite, scan, variable)
+    Edit, Parser, TextQueueError, encode_record, flip, merge_edits, rewrite, scan, variable)
 from tests.textqueue.strategies import apply_edits, variable_text, write_file
 
 
@@ -94,3 +94,47 @@ def test_any_value_that_fits_reads_back_and_moves_no_other_byte(tmp_path_factory
     assert reread.variables[index].value == new
     assert [v.text for i, v in enumerate(reread.variables) if i != index] == [
         t for i, t in enumerate(texts) if i != index]
+
+
+def _apply(data, base, edits):
+    out = bytearray(data)
+    for offset, chunk in edits:
+        out[offset - base:offset - base + len(chunk)] = chunk
+    return bytes(out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=1, max_size=300), st.integers(0, 10**6), st.integers(0, 64),
+       st.data())
+def test_merged_edits_write_what_the_edits_write(data, base, max_gap, draw):
+    """merge_edits is the fast path of writing each edit: held equal on any edits."""
+    cuts = sorted(draw.draw(st.sets(st.integers(0, len(data)), max_size=20)))
+    edits = [Edit(base + start, draw.draw(st.binary(min_size=1, max_size=stop - start)))
+             for start, stop in zip(cuts[::2], cuts[1::2]) if stop > start]
+    merged = merge_edits(draw.draw(st.permutations(edits)), data, base, max_gap)
+    assert _apply(data, base, merged) == _apply(data, base, edits)
+    assert len(merged) <= len(edits)
+    for first, second in zip(merged, merged[1:]):
+        assert second.offset - (first.offset + len(first.data)) > max_gap
+
+
+def test_merged_edits_on_a_real_file(tmp_path):
+    data = b"".join(encode_record("-", f"record {i}") for i in range(100))
+    path = write_file(tmp_path / "q.tq", data)
+    records = list(scan(data).records())
+    edits = [flip(r, "=") for r in records[10:60]] + [flip(records[90], "!")]
+    merged = merge_edits(edits, data, 0, max_gap=100)
+    assert [e.offset for e in merged] == [records[10].offset, records[90].offset]
+    apply_edits(path, merged)
+    assert path.read_bytes() == _apply(data, 0, edits)
+    assert merge_edits([], data, 0) == []
+
+
+@pytest.mark.parametrize("edits", [
+    [Edit(5, b"abc"), Edit(6, b"x")],
+    [Edit(-1, b"a")],
+    [Edit(9, b"ab")],
+])
+def test_merge_edits_refuses_overlaps_and_edits_outside_the_bytes(edits):
+    with pytest.raises(TextQueueError):
+        merge_edits(edits, b"0123456789", 0)
