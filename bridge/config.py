@@ -59,6 +59,23 @@ DEFAULTS = {
         "producer_ack": [],          # [[pattern, policy], ...] on "channel/queue-id", first wins
         "producer_ack_default": "relay",  # received | sent | relay (the consumer's ack)
     },
+    "textqueue": {
+        "inbox": [],                 # directories whose *.tq files are publishes (docs/guide.md)
+        "outbox_dirs": [],           # directories where a file <queue>.tq consumes that queue
+        "outbox": {},                # [textqueue.outbox] queue name -> the file it fills
+        "watch": "auto",             # auto (inotify where the platform has it) | inotify | poll
+        "poll_interval": 0.5,        # seconds between looks at every file (with inotify too)
+        "grace": 2.0,                # seconds a file's unended last record must stay unchanged
+        "auto_create": True,         # an inbox record to a missing queue creates it
+        "max_record": 16 << 20,      # larger inbox records are refused (flipped to !)
+        "settled": "keep",           # keep | archive | delete an inbox file once all settled
+        "settled_after": 60.0,       # seconds a settled inbox file stays unchanged before that
+        "credit": 100,               # unsettled records an outbox file holds at most
+        "error_width": 64,           # bytes reserved for the worker in each outbox \error=
+        "rotate_size": 64 << 20,     # an outbox file this large rotates once all settled
+        "retain": 10,                # rotated outbox files kept (older ones are deleted)
+        "match_window": 100_000,     # records remembered per file to match a replaced file
+    },
     "admin": {
         "listen": ["tcp:15680:interface=127.0.0.1"],  # HTTP: JSON API, /metrics, dashboard
         "sample_interval": 1.0,      # seconds between counter samples (rates)
@@ -83,6 +100,8 @@ def size_limit(value):
 
 MOVED = {"malamute.mailbox_size_limit": "broker.mailbox_size_limit",       # limits belong to
          "malamute.service_queue_size_limit": "broker.queue_size_limit"}  # the object now
+# Tables whose keys are the user's (names), checked as one value by their rule.
+OPEN_TABLES = {"textqueue.outbox"}
 
 
 def merge(base, extra, path=""):
@@ -92,6 +111,10 @@ def merge(base, extra, path=""):
         if f"{path}{key}" in MOVED:
             raise ConfigError(f"configuration key {path}{key} = {show(value)}: now "
                               f"{MOVED[path + key]} (docs/delivery.md)")
+        if f"{path}{key}" in OPEN_TABLES:
+            both = isinstance(value, dict) and isinstance(result.get(key), dict)
+            result[key] = {**result[key], **value} if both else value
+            continue
         if key not in result:
             raise ConfigError(f"unknown configuration key {path}{key} = {show(value)}")
         if isinstance(result[key], dict):
@@ -263,6 +286,21 @@ def producer_ack(value):
     return None
 
 
+def directories(value):
+    if not isinstance(value, list) or not all(isinstance(d, str) and d for d in value):
+        return "must be a list of directory names"
+    return None
+
+
+def outbox_files(value):
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()):
+        return "must be a table of queue name = file name"
+    if len(set(value.values())) != len(value):
+        return "must name a different file for each queue"
+    return None
+
+
 POLICIES = ("received", "sent", "relay")
 SECONDS = number(above=0, high=86400.0)
 BYTES = integer(1, 1 << 40)
@@ -305,6 +343,21 @@ RULES = {
     "twino.auto_create_queues": boolean,
     "twino.producer_ack": producer_ack,
     "twino.producer_ack_default": string(*POLICIES),
+    "textqueue.inbox": directories,
+    "textqueue.outbox_dirs": directories,
+    "textqueue.outbox": outbox_files,
+    "textqueue.watch": string("auto", "inotify", "poll"),
+    "textqueue.poll_interval": number(0.01, 60.0),
+    "textqueue.grace": number(0.0, 3600.0),
+    "textqueue.auto_create": boolean,
+    "textqueue.max_record": integer(64, 1 << 30),
+    "textqueue.settled": string("keep", "archive", "delete"),
+    "textqueue.settled_after": number(0.0, 86400.0 * 365),
+    "textqueue.credit": integer(1, 1 << 20),
+    "textqueue.error_width": integer(8, 4096),
+    "textqueue.rotate_size": integer(4096, 1 << 40),
+    "textqueue.retain": integer(0, 1 << 20),
+    "textqueue.match_window": integer(0, 1 << 24),
     "admin.listen": endpoints(twisted_endpoint),
     "admin.sample_interval": number(0.05, 3600.0),
     "log.format": string("text", "json"),
@@ -314,7 +367,7 @@ RULES = {
 def keys(tree=DEFAULTS, prefix=""):
     """Every dotted key of a configuration tree, tables walked into."""
     for key, value in tree.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and prefix + key not in OPEN_TABLES:
             yield from keys(value, f"{prefix}{key}.")
         else:
             yield prefix + key
@@ -350,6 +403,8 @@ def dump(config):
     def value(v):
         if isinstance(v, list):
             return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, dict):          # an open table, inline: { "key" = value, ... }
+            return "{" + ", ".join(f"{show(k)} = {value(x)}" for k, x in v.items()) + "}"
         return show(v)
     top = [f"{k} = {value(v)}" for k, v in config.items() if not isinstance(v, dict)]
     lines = top + [""] if top else []

@@ -22,7 +22,7 @@ from mqksbridge.bridge.outbox import FlushScheduler
 from mqksbridge.bridge.shutdown import BridgeService
 from mqksbridge.core import Broker
 
-DOORS = ["mqks", "malamute", "twino"]
+DOORS = ["mqks", "malamute", "twino", "textqueue"]
 log = Logger(namespace="mqksbridge.service")
 
 # Flags for common keys: flag -> dotted configuration key (value parsed by --set's rules).
@@ -76,6 +76,19 @@ class Options(usage.Options):
     def opt_twino(self, endpoint):
         """Twino TMQP/2.0 listener endpoint (repeatable; 'none' disables the door)"""
         self._listen("twino", endpoint)
+
+    def opt_inbox(self, directory):
+        """TextQueue inbox directory: its *.tq files are publishes (repeatable;
+        textqueue.inbox)"""
+        self.settings.setdefault("textqueue", {}).setdefault("inbox", []).append(directory)
+
+    def opt_outbox(self, assignment):
+        """TextQueue outbox: QUEUE=FILE, the broker consumes QUEUE into FILE (repeatable;
+        [textqueue.outbox])"""
+        queue, sep, path = assignment.partition("=")
+        if not sep or not queue or not path:
+            raise usage.UsageError(f"--outbox wants QUEUE=FILE, got {assignment!r}")
+        self.settings.setdefault("textqueue", {}).setdefault("outbox", {})[queue] = path
 
     def opt_admin(self, endpoint):
         """admin HTTP endpoint (JSON API, /metrics, dashboard), default

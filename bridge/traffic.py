@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 
 from twisted.internet import defer
 
-ORIGINS = ("mqks", "malamute", "twino")
+ORIGINS = ("mqks", "malamute", "twino", "textqueue")
 SAMPLE_MASK = 255                     # one delivery in 256 per connection is timed
 _ids = itertools.count(1)
 

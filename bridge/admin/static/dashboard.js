@@ -3,7 +3,7 @@
 "use strict";
 
 const POLL_MS = 1000;
-const DOOR_ORDER = ["mqks", "malamute", "twino"];
+const DOOR_ORDER = ["mqks", "malamute", "twino", "textqueue"];
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);

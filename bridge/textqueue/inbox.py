@@ -1,0 +1,490 @@
+"""Inbox files: every `-` record of `*.tq` in an inbox directory is published once, then
+flipped to `=` (taken) or `!` (refused, the reason in `\\error=` when the writer left room).
+
+A file is read a chunk per reactor turn (`files.CHUNK`, scanned by the codec's bulk reader,
+so a file of any size costs a chunk of memory). The records of a chunk are published
+together; their flips wait until the broker has them (`broker.storage`: on disk when a
+durable queue took one, at once otherwise), and are then written as one merged `pwrite`
+per run of records while the file's `flock` is held. The mark is the checkpoint: after a
+restart the file is read again and only `-` records are published.
+
+The record a file ends with is taken only once it is complete: a later record or a blank
+line follows it, or its last line ended and the writer closed the file (inotify) or the
+file stayed unchanged for the grace time, and no writer holds the lock. Records without an
+id get `tq-<tag>-<offset>`, the tag naming this file incarnation (`files.tag`), so a record
+published again after a crash carries the same id; the id also goes into an empty
+`\\i=` the writer reserved room in.
+
+A file replaced while the broker reads it (`sed -i`, an editor: a new inode under the same
+name) is read anew from the start; its `-` records that match a record settled in the last
+`match_window` records of the old file (same body and variables, ids given by the door
+aside) get that record's mark instead of being published again.
+"""
+import os
+from collections import deque
+from functools import partial
+
+from twisted.logger import Logger
+
+from mqksbridge.bridge.convert import textqueue as convert
+from mqksbridge.bridge.textqueue import files, targets
+from mqksbridge.core import Client, Message
+from mqksbridge.protocols.textqueue import (
+    ORPHAN, Edit, Incomplete, Record, TextQueueError, flip, merge_edits, rewrite, scan)
+
+log = Logger(namespace="mqksbridge.textqueue")
+
+DOOR = convert.DOOR
+MAX_WAITING = 16            # chunks published and not yet flipped, per file
+MAX_MATCH_BYTES = 64 << 20  # of the old file read to match a replaced file
+LOG_PER_POLL = 10           # refusals logged one by one per file between two polls
+_DASH, _TAKEN, _REFUSED = 0x2D, b"=", b"!"
+
+
+class InboxFile:
+    """One inbox file: reading, publishing, flipping; `work()` is one reactor turn's step."""
+
+    def __init__(self, door, path, target):
+        self.door = door
+        self.path = path
+        self.name = os.path.basename(path)
+        self.target = target
+        self.sender = self.name
+        self.fd = None
+        self.ident = None
+        self.tag = None
+        self.pos = 0                     # next byte to read
+        self.carry = b""                 # the record in progress at `pos`, from carry_at
+        self.carry_at = 0
+        self.changed_at = door.clock.seconds()
+        self.closed_size = -1            # the file's size when a writer last closed it
+        self.waiting = 0                 # published chunks waiting for the storage barrier
+        self.ready = []                  # (edits, buffer, base) to write
+        self.window = deque()            # (first offset, records) of recent chunks
+        self.windowed = 0
+        self.matches = None              # after a replacement: key -> deque of outcomes
+        self.state = "open"              # open | replacing | gone
+        self.paused = False              # held by flow control or shutdown
+        self.polls = 0
+        self.published = self.refused = self.lock_busy = 0
+        self._logged = 0
+        client = self.client = Client(f"textqueue:{path}", DOOR, name=self.name,
+                                      type="textqueue", address=path)
+        client.input = self
+        door.broker.connect(client)
+        self.traffic = door.traffic.open(path, self, None, self.goodbye)
+        self.traffic.client = client
+
+    def open(self):
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        self.ident = files.identity(self.fd)
+
+    # -- flow control (core.flow) and shutdown: the file's "input" -----------------------
+    def pauseProducing(self):
+        self.paused = True
+
+    def resumeProducing(self):
+        self.paused = False
+        self.door.dirty(self)
+
+    # -- one turn's work ----------------------------------------------------------------
+    def work(self) -> bool:
+        """Write flips that are due, then read and publish one chunk (or take the last
+        record when it is complete). True when there is more to do at once."""
+        if self.ready:
+            self._write_ready()
+        if self.state == "replacing":
+            return self._replace()
+        if self.state != "open" or self.paused or self.waiting >= MAX_WAITING:
+            return False
+        data = os.pread(self.fd, max(files.CHUNK, len(self.carry)), self.pos)
+        if data:
+            self.changed_at = self.door.clock.seconds()
+            self._chunk(data)
+            return True
+        if self.matches is not None:
+            self.matches = None          # the replaced file is read: forget the old one
+        if self._tail_due() and files.try_lock(self.fd):
+            files.unlock(self.fd)        # a writer holding the lock is still writing
+            tail = Incomplete(self.carry_at, self.carry).record()
+            self.carry = b""
+            self.carry_at = self.pos
+            self._publish([tail.offset], [tail.raw], tail.raw[:1], tail.raw + b"\n",
+                          tail.offset)
+            return True                  # its flip, next turn
+        return False
+
+    def _tail_due(self):
+        """The last record is complete: its last line ended, and the writer closed the
+        file after writing it (our own flips change no size), or the grace time passed."""
+        return (self.carry.endswith(b"\n") and (
+            self.closed_size == self.pos
+            or self.door.clock.seconds() - self.changed_at >= self.door.grace))
+
+    def _chunk(self, data):
+        base = self.carry_at if self.carry else self.pos
+        buffer = self.carry + data if self.carry else data
+        self.pos += len(data)
+        self.traffic.bytes_in += len(data)
+        found = scan(buffer, base, self.door.max_record)
+        tail = found.incomplete
+        self.carry, self.carry_at = (tail.data, tail.offset) if tail else (b"", self.pos)
+        edits = []
+        if found.damages:
+            self._damaged(found.damages, buffer, base, edits)
+        self._publish(found.offsets, found.raws, found.controls, buffer, base, edits)
+
+    def _damaged(self, damages, buffer, base, edits):
+        for offset, kind in damages:
+            if kind == ORPHAN:
+                log.warn("textqueue: {file} at {offset}: lines that belong to no record "
+                         "(skipped)", file=self.path, offset=offset)
+                continue
+            if buffer[offset - base] == _DASH:
+                edits.append(Edit(offset, _REFUSED))
+                self._refuse(offset, f"record over {self.door.max_record} bytes")
+
+    # -- publishing -----------------------------------------------------------------------
+    def _publish(self, offsets, raws, controls, buffer, base, edits=None):
+        edits = [] if edits is None else edits
+        door = self.door
+        broker = door.broker
+        storage, flow = broker.storage, broker.flow
+        before = storage.appended
+        i = controls.find(_DASH)
+        if i < 0 and not edits:
+            return
+        kind, name = self.target
+        put = door.publisher.queue_put(name) if kind == targets.QUEUE else partial(
+            door.publisher.put, self.target)
+        tag = self.tag or self._tag()
+        sender, now, matches = self.sender, door.clock.seconds(), self.matches
+        first, count = None, 0
+        flow.publisher = self.client
+        try:
+            while i >= 0:
+                raw, offset = raws[i], offsets[i]
+                i = controls.find(_DASH, i + 1)
+                count += 1
+                if first is None:
+                    first = offset
+                if matches is not None and self._matched(raw, offset, edits):
+                    continue
+                if convert.plain(raw):
+                    reason = put(Message(f"tq-{tag}-{offset}", name, (raw[1:],), None, sender,
+                                         DOOR, "", False, None, now))
+                    if reason is None:
+                        edits.append(Edit(offset, _TAKEN))
+                        continue
+                    edits.append(Edit(offset, _REFUSED))
+                    self._refuse(offset, reason)
+                else:
+                    self._record(Record(offset, raw), f"tq-{tag}-{offset}", now, edits)
+        finally:
+            flow.publisher = None
+        self.published += count
+        self.traffic.messages_in += count
+        if count:
+            self._remember(first, count)
+        batch = (edits, buffer, base)
+        after = storage.appended
+        if after == before:
+            self.ready.append(batch)
+        else:
+            self.waiting += 1
+            storage.when_stored(after, partial(self._stored, batch))
+
+    def _record(self, record, made_id, now, edits):
+        """Any record but a plain one: variables, several lines, `\\to=`."""
+        try:
+            inbound = convert.inbound(record, self.sender, now)
+        except TextQueueError as exc:
+            return self._refused(record, f"bad record: {exc}", record.variable(convert.ERROR),
+                                 edits)
+        target = self.target
+        if inbound.to is not None:
+            target = targets.parse(inbound.to)
+            if target is None:
+                return self._refused(record, "empty \\to=", inbound.error, edits)
+        message = inbound.message
+        if not message.id:
+            message.id = made_id
+            room = inbound.id_room
+            if room is not None and len(made_id) <= room.width:
+                edits.append(rewrite(room, made_id))
+        reason = self.door.publisher.put(target, message)
+        if reason is not None:
+            return self._refused(record, reason, inbound.error, edits)
+        edits.append(flip(record, "="))
+
+    def _refused(self, record, reason, error, edits):
+        edits.append(Edit(record.offset, _REFUSED))
+        if error is not None and error.width:
+            text = reason.encode("ascii", "backslashreplace")[:error.width].decode()
+            edits.append(rewrite(error, text.rstrip(" ")))
+        self._refuse(record.offset, reason)
+
+    def _refuse(self, offset, reason):
+        self.refused += 1
+        self._logged += 1
+        if self._logged <= LOG_PER_POLL:
+            log.warn("textqueue: {file} at {offset}: refused, {reason}", file=self.path,
+                     offset=offset, reason=reason)
+
+    def _tag(self):
+        first = os.pread(self.fd, 258, 0).partition(b"\n")[0]
+        self.tag = files.tag(self.ident, first[1:])
+        return self.tag
+
+    def _stored(self, batch):
+        self.waiting -= 1
+        self.ready.append(batch)
+        self.door.dirty(self)
+
+    def _write_ready(self):
+        """The flips of every chunk the broker has, as few pwrites, under the lock."""
+        if not files.try_lock(self.fd):
+            self.lock_busy += 1          # a writer holds it: the next poll tries again
+            return False
+        try:
+            for edits, buffer, base in self.ready:
+                files.write_edits(self.fd, merge_edits(edits, buffer, base))
+        finally:
+            files.unlock(self.fd)
+        self.ready = []
+        return True
+
+    # -- a file replaced under the same name ------------------------------------------------
+    def _remember(self, first, count):
+        """Keep where the last `match_window` records were (offsets only: cheap)."""
+        window = self.door.match_window
+        if not window:
+            return
+        self.window.append((first, count))
+        self.windowed += count
+        while self.windowed - self.window[0][1] >= window:
+            self.windowed -= self.window.popleft()[1]
+
+    def _replace(self):
+        """Once every flip of the old file is written: match what was settled there, then
+        read the new file from its start."""
+        if self.waiting or self.ready:
+            return False
+        matches = {}
+        if self.window:
+            start = max(self.window[0][0], self.carry_at - MAX_MATCH_BYTES)
+            region = os.pread(self.fd, self.carry_at - start, start)
+            found = scan(region, start, self.door.max_record)
+            records = list(found.records())
+            if found.incomplete is not None:
+                records.append(found.incomplete.record())
+            for record in records:
+                if record.control in "=!":
+                    error = record.variable(convert.ERROR)
+                    matches.setdefault(match_key(record.raw), deque()).append(
+                        (record.control, error.value if error is not None else None))
+        os.close(self.fd)
+        self.fd = None
+        try:
+            self.open()
+        except FileNotFoundError:
+            return self.gone()
+        log.info("textqueue: {file} was replaced: reading it anew, {n} settled records to "
+                 "match", file=self.path, n=sum(map(len, matches.values())))
+        self._restart(matches or None)
+        return True
+
+    def _restart(self, matches):
+        self.pos = self.carry_at = 0
+        self.closed_size = -1
+        self.carry = b""
+        self.tag = None
+        self.window.clear()
+        self.windowed = 0
+        self.matches = matches
+        self.state = "open"
+
+    def _matched(self, raw, offset, edits):
+        """A record of the new file that was settled in the old one gets the same mark."""
+        outcomes = self.matches.get(match_key(raw))
+        if not outcomes:
+            return False
+        control, error = outcomes.popleft()
+        edits.append(Edit(offset, control.encode()))
+        if control == "!" and error:
+            var = Record(offset, raw).variable(convert.ERROR)
+            if var is not None and len(error.encode()) <= var.width:
+                edits.append(rewrite(var, error))
+        return True
+
+    # -- polling, replacement, the end -------------------------------------------------------
+    def changed(self, closed):
+        """inotify: the file was written (or closed by a writer)."""
+        if closed and self.fd is not None:
+            self.closed_size = os.fstat(self.fd).st_size
+        self.door.dirty(self)
+
+    def poll(self, now):
+        """Every poll interval: new bytes, a replaced or truncated file, a tail that is
+        due, flips waiting for the lock. Returns False once the file is gone."""
+        self.polls += 1
+        self._logged = 0
+        if self.state != "open":
+            return self.state != "gone"
+        same = files.same_file(self.path, self.ident)
+        if not same:
+            if same is None and not (self.waiting or self.ready):
+                return self.gone()
+            self.state = "replacing"
+            self.door.dirty(self)
+            return True
+        size = os.fstat(self.fd).st_size
+        if size < self.pos:
+            log.warn("textqueue: {file} was truncated: reading it anew", file=self.path)
+            self._restart(None)
+            self.door.dirty(self)
+        elif size > self.pos or self.ready or (self.carry and self._tail_due()):
+            self.door.dirty(self)
+        elif self.door.settled_policy != "keep" and self._settled(now):
+            return self._retire()
+        return True
+
+    def _settled(self, now):
+        return (not self.carry and not self.waiting and not self.ready
+                and now - self.changed_at >= self.door.settled_after)
+
+    def _retire(self):
+        """Archive or delete a file every record of which is settled (under its lock)."""
+        if not files.try_lock(self.fd):
+            return True
+        try:
+            if self.door.settled_policy == "delete":
+                os.unlink(self.path)
+            else:
+                archive = os.path.join(os.path.dirname(self.path), "archive")
+                os.makedirs(archive, exist_ok=True)
+                stamp = int(self.door.clock.seconds() * 1000)
+                os.rename(self.path, os.path.join(archive, f"{self.name}.{stamp}"))
+        finally:
+            files.unlock(self.fd)
+        log.info("textqueue: {file} settled: {policy}", file=self.path,
+                 policy=self.door.settled_policy + "d")
+        return self.gone()
+
+    def gone(self):
+        self.state = "gone"
+        self.goodbye()
+        return False
+
+    def goodbye(self):
+        """Shutdown (or the file went away): flips that are ready are written, the file
+        closed. A flip still waiting for the disk is lost with the process: the record is
+        published again on the next start (at least once)."""
+        if self.fd is not None:
+            if self.ready:
+                self._write_ready()
+            os.close(self.fd)
+            self.fd = None
+        self.state = "gone"
+        self.door.traffic.close(self.traffic)
+        self.door.broker.disconnect(self.client)
+
+    def abortConnection(self):
+        self.ready = []
+        self.goodbye()
+
+
+def match_key(raw):
+    """What identifies a record across a replacement: its bytes after the control
+    character, without room (trailing spaces), `\\error=` and ids the door assigned."""
+    body, sep, rest = raw[1:].partition(b"\n\\")
+    if not sep:
+        return body.rstrip(b"\r")
+    kept = [body]
+    for line in rest.split(b"\n\\"):
+        line = line.rstrip(b" \r")
+        name, eq, value = line.partition(b"=")
+        if name == b"error":
+            continue
+        if eq and name in (b"i", b"id") and (not value or value.startswith(b"tq-")):
+            line = name
+        kept.append(line)
+    return b"\n\\".join(kept)
+
+
+class InboxDir:
+    """One inbox directory: its `*.tq` files, found by listing it at every poll (and at
+    once through inotify)."""
+
+    def __init__(self, door, path):
+        self.door = door
+        self.path = path
+        self.files = {}                  # name -> InboxFile
+        self.failed = set()              # names that could not be opened (logged once)
+
+    def scan(self, now):
+        try:
+            entries = list(os.scandir(self.path))
+        except FileNotFoundError:
+            os.makedirs(self.path, exist_ok=True)
+            self.door.watcher.watch(self.path)
+            return
+        names = set()
+        for entry in entries:
+            names.add(entry.name)
+            if entry.name not in self.files and entry.name not in self.failed \
+                    and entry.is_file():
+                self.found(entry.name)
+        self.failed &= names
+        for name, file in list(self.files.items()):
+            if not file.poll(now):
+                if self.files.get(name) is file:
+                    del self.files[name]
+
+    def found(self, name):
+        target = targets.of_file(name)
+        if target is None:
+            return None
+        path = os.path.join(self.path, name)
+        moved = self._renamed(path)
+        if moved is not None:
+            return moved
+        file = InboxFile(self.door, path, target)
+        try:
+            file.open()
+        except OSError as exc:
+            log.warn("textqueue: cannot open {file}: {reason}", file=path, reason=exc)
+            file.abortConnection()
+            self.failed.add(name)
+            return None
+        self.files[name] = file
+        self.door.dirty(file)
+        return file
+
+    def _renamed(self, path):
+        """A file we read that was renamed within the directory keeps its state."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        for old_name, file in list(self.files.items()):
+            if file.ident is not None and file.ident[:2] == (st.st_dev, st.st_ino) and \
+                    files.same_file(file.path, file.ident) is None:
+                del self.files[old_name]
+                file.path, file.name = path, os.path.basename(path)
+                file.target, file.sender = targets.of_file(file.name), file.name
+                self.files[file.name] = file
+                return file
+        return None
+
+    def changed(self, name, closed):
+        file = self.files.get(name)
+        if file is None:
+            file = self.found(name)
+        if file is not None:
+            file.changed(closed)
+
+    def close(self):
+        for file in list(self.files.values()):
+            file.goodbye()
+        self.files.clear()
