@@ -424,7 +424,7 @@ class InboxDir:
 
     def scan(self, now):
         try:
-            entries = list(os.scandir(self.path))
+            entries = sorted(os.scandir(self.path), key=lambda e: e.name)
         except FileNotFoundError:
             os.makedirs(self.path, exist_ok=True)
             self.door.watcher.watch(self.path)

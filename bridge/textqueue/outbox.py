@@ -452,7 +452,7 @@ class OutboxDir:
 
     def scan(self, now):
         try:
-            names = os.listdir(self.path)
+            names = sorted(os.listdir(self.path))
         except FileNotFoundError:
             os.makedirs(self.path, exist_ok=True)
             self.door.watcher.watch(self.path)
