@@ -46,7 +46,7 @@ async def test_every_route_answers_its_schema_with_the_traffic_sent(server):
     overview = await aget(port, "/api/overview")
     validate(overview, response_schema("/api/overview"))
     doors = {d["name"]: d for d in overview["doors"]}
-    assert set(doors) == {"mqks", "malamute", "twino"}
+    assert set(doors) == {"mqks", "malamute", "twino", "textqueue"}
     assert (doors["mqks"]["messages_in"], doors["malamute"]["messages_in"],
             doors["twino"]["messages_in"]) == (3, 2, 2)
     assert doors["mqks"]["messages_out"] == 7 and doors["malamute"]["messages_out"] == 3

@@ -98,7 +98,7 @@ async def test_dashboard_shows_a_queue_and_its_depth_live(server, browser, tmp_p
         lambda d: ("twino", "mqks") in page_state(d)["flows"], "no twino -> mqks flow drawn")
     state = await deferToThread(page_state, browser)
     assert state["title"] == "mqksbridge"
-    assert state["doors"] == ["malamute", "mqks", "twino"]
+    assert state["doors"] == ["malamute", "mqks", "textqueue", "twino"]
     assert state["connections"] == 3 and "live" in state["status"]
 
     shot = tmp_path / "dashboard.png"

@@ -126,7 +126,7 @@ def test_admin_commands(broker):
     stats = run("stats", "--admin", admin, "--json")
     assert stats.returncode == 0
     overview = json.loads(stats.stdout)
-    assert {d["name"] for d in overview["doors"]} == {"mqks", "malamute", "twino"}
+    assert {d["name"] for d in overview["doors"]} == {"mqks", "malamute", "twino", "textqueue"}
     text = run("stats", "--admin", admin).stdout.decode()
     assert "mqksbridge" in text and "twino" in text
     queues = run("queues", "--admin", admin).stdout.decode().splitlines()

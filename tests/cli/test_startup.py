@@ -71,6 +71,10 @@ def test_every_key_has_a_rule_and_a_line_in_the_docs():
     ({"log": {"format": "xml"}}, "log.format = \"xml\": must be one of 'text', 'json'"),
     ({"broker": {"gc_threshold": [1, -2]}}, "broker.gc_threshold"),
     ({"broker": 3}, "configuration key broker = 3: must be a table"),
+    ({"textqueue": {"watch": "fam"}}, "textqueue.watch = \"fam\": must be one of"),
+    ({"textqueue": {"outbox": {"jobs": 3}}}, "must be a table of queue name = file name"),
+    ({"textqueue": {"outbox": {"a": "x.tq", "b": "x.tq"}}}, "a different file for each"),
+    ({"textqueue": {"inbox": "var/inbox"}}, "textqueue.inbox = \"var/inbox\": must be a list"),
 ])
 def test_validator_names_key_and_value(overrides, message):
     with pytest.raises(config.ConfigError) as refused:
@@ -100,7 +104,7 @@ def test_twistd_refuses_each_kind_of_bad_configuration(tmp_path):
 
 def test_check_config_prints_the_effective_configuration(tmp_path):
     good = tmp_path / "good.toml"
-    good.write_text('[twino]\nnode = "edge-1"\n')
+    good.write_text('[twino]\nnode = "edge-1"\n[textqueue.outbox]\n"ch/1" = "out/ch1.tq"\n')
     done = twistd(tmp_path, "--config", str(good), "--check-config", "--mqks", "tcp:25001",
                   "--set", "broker.flow_limit=77", "--log-format", "json")
     assert done.returncode == 0, done.stderr
@@ -108,6 +112,7 @@ def test_check_config_prints_the_effective_configuration(tmp_path):
     assert effective["twino"]["node"] == "edge-1"
     assert effective["mqks"]["listen"] == ["tcp:25001"]
     assert effective["broker"]["flow_limit"] == 77 and effective["log"]["format"] == "json"
+    assert effective["textqueue"]["outbox"] == {"ch/1": "out/ch1.tq"}
     assert config.load(overrides=effective) == effective
     bad = twistd(tmp_path, "--check-config", "--set", "mqks.max_line=1")
     assert bad.returncode == 1 and "mqks.max_line = 1" in bad.stderr and not bad.stdout
