@@ -4,8 +4,8 @@ data pipeline all use it). See specs/textqueue.md.
 - `Parser`: incremental reader (bytes in any chunking -> records, damage, incomplete).
 - `scan`: bulk reader of a whole buffer, equal to the parser; `record_start`,
   `record_start_in`: where to cut a file into byte ranges.
-- `encode_record`, `variable`, `flip`, `rewrite`, `merge_edits`: the writer and in-place
-  edits.
+- `encode_record`, `variable`, `flip`, `rewrite`, `merge_edits`, `flip_queued`: the writer
+  and in-place edits.
 - `journal`: our message-per-record layout (encode_message, decode, verify, edits).
 """
 from mqksbridge.protocols.textqueue.parser import Parser
@@ -14,11 +14,11 @@ from mqksbridge.protocols.textqueue.records import (
     Record, TextQueueError, Variable)
 from mqksbridge.protocols.textqueue.scan import Scan, record_start, record_start_in, scan
 from mqksbridge.protocols.textqueue.writer import (
-    Edit, encode_record, flip, merge_edits, rewrite, variable)
+    Edit, encode_record, flip, flip_queued, merge_edits, rewrite, variable)
 
 __all__ = [
     "Parser", "scan", "Scan", "record_start", "record_start_in",
     "Record", "Variable", "Problem", "Damage", "Incomplete", "TextQueueError",
-    "encode_record", "variable", "flip", "rewrite", "Edit", "merge_edits",
+    "encode_record", "variable", "flip", "rewrite", "Edit", "merge_edits", "flip_queued",
     "DEFAULT_MAX_RECORD", "NUL", "UTF8", "CR", "ORDER", "ORPHAN", "TOO_LONG",
 ]

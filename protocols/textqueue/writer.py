@@ -13,7 +13,8 @@ An edit is `Edit(offset, data)`: write `data` at `offset` (os.pwrite) and nothin
 in the file moves. Flipping a control character and rewriting a variable within its
 reserved width are the two edits the format allows. `merge_edits` turns many edits of
 bytes a caller has just read into few writes (one syscall for a run of records instead
-of one per record), writing the bytes between them back as they were.
+of one per record), writing the bytes between them back as they were; `flip_queued` is
+its fast path for flipping every queued record of a run.
 """
 from typing import NamedTuple
 
@@ -128,3 +129,21 @@ def merge_edits(edits, data: bytes, base: int, max_gap: int = 1024) -> list:
     if parts:
         out.append(Edit(base + run_start, b"".join(parts)))
     return out
+
+
+def flip_queued(data: bytes, base: int, first: int, last: int, control: str = "=") -> Edit:
+    """One edit that flips every `-` record starting between offsets `first` and `last`
+    (both record starts, `last` included) of `data`, the bytes at offset `base`: what
+    `merge_edits` of a `flip` of each makes with no gap limit, at the cost of one
+    `bytes.replace`. A `-` after a line end always starts a record (a body line starts
+    with a space, a variable with a backslash)."""
+    new = _control(control)
+    if len(new) != 1:
+        raise TextQueueError(f"an in-place control character must be one byte: {control!r}")
+    start, stop = first - base, last - base + 1
+    if start < 0 or stop > len(data) or start >= stop:
+        raise TextQueueError(f"records {first} to {last} lie outside the bytes given")
+    region = data[start:stop].replace(b"\n-", b"\n" + new)
+    if region[:1] == b"-":
+        region = new + region[1:]
+    return Edit(first, region)

@@ -4,8 +4,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqksbridge.protocols.textqueue import (
-    Edit, Parser, TextQueueError, encode_record, flip, merge_edits, rewrite, scan, variable)
-from tests.textqueue.strategies import apply_edits, variable_text, write_file
+    Edit, Parser, TextQueueError, encode_record, flip, flip_queued, merge_edits, rewrite, scan,
+    variable)
+from tests.textqueue.strategies import apply_edits, records, variable_text, write, write_file
 
 
 def test_a_record_as_the_format_describes_it():
@@ -138,3 +139,28 @@ def test_merged_edits_on_a_real_file(tmp_path):
 def test_merge_edits_refuses_overlaps_and_edits_outside_the_bytes(edits):
     with pytest.raises(TextQueueError):
         merge_edits(edits, b"0123456789", 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(records, min_size=1, max_size=8), st.integers(0, 10**6), st.data())
+def test_flip_queued_is_merged_flips_of_every_queued_record(items, base, draw):
+    """The fast path of flipping a run of queued records, held equal to merge_edits of a
+    flip per record, on any records between any two record starts."""
+    data = write(items)
+    found = scan(data, base)
+    starts = list(found.offsets) + ([found.incomplete.offset] if found.incomplete else [])
+    first = draw.draw(st.sampled_from(starts))
+    last = draw.draw(st.sampled_from([o for o in starts if o >= first]))
+    edits = [Edit(o, b"=") for o in starts if first <= o <= last and data[o - base] == 0x2D]
+    fast = flip_queued(data, base, first, last)
+    assert _apply(data, base, [fast]) == _apply(data, base, edits)
+    if edits:
+        assert _apply(data, base, merge_edits(edits, data, base, max_gap=len(data))) == \
+            _apply(data, base, [fast])
+
+
+def test_flip_queued_refuses_what_it_cannot_do():
+    with pytest.raises(TextQueueError):
+        flip_queued(b"-a\n", 0, 0, 5)
+    with pytest.raises(TextQueueError):
+        flip_queued(b"-a\n", 0, 0, 0, "\u00e9")
