@@ -30,12 +30,6 @@ class Inbound(NamedTuple):
     id_room: object
 
 
-def plain(raw: bytes) -> bool:
-    """Whether a record is one line without variables, whose body is `raw[1:]` (the
-    commonest inbox record: `printf -- '-text\\n' >> jobs.tq`)."""
-    return b"\n" not in raw and raw[-1:] != b"\r"
-
-
 def unpct(text: str) -> str:
     """Percent-decoded text (file names, `\\to=`), bytes that are not UTF-8 kept as the
     project's surrogateescape."""
@@ -46,8 +40,9 @@ def unpct(text: str) -> str:
 
 
 def inbound(record: Record, sender: str, now: float) -> Inbound:
-    """A record that is not `plain` as a publish; TextQueueError when a variable does not
-    decode (bad base64, a frame count that does not add up...)."""
+    """A record as a publish; TextQueueError when a variable does not decode (bad base64,
+    a frame count that does not add up...). The door's hot path takes one-line records
+    without variables itself: body `raw[1:]`, the file's target, an id of its own."""
     raw = record.raw
     if b" \n" in raw or raw.endswith(b" "):
         raw = _unpadded(raw)

@@ -30,7 +30,8 @@ from mqksbridge.bridge.convert import textqueue as convert
 from mqksbridge.bridge.textqueue import files, targets
 from mqksbridge.core import Client, Message
 from mqksbridge.protocols.textqueue import (
-    ORPHAN, Edit, Incomplete, Record, TextQueueError, flip, merge_edits, rewrite, scan)
+    ORPHAN, Edit, Incomplete, Record, TextQueueError, flip, flip_queued, merge_edits, rewrite,
+    scan)
 
 log = Logger(namespace="mqksbridge.textqueue")
 
@@ -59,7 +60,7 @@ class InboxFile:
         self.changed_at = door.clock.seconds()
         self.closed_size = -1            # the file's size when a writer last closed it
         self.waiting = 0                 # published chunks waiting for the storage barrier
-        self.ready = []                  # (edits, buffer, base) to write
+        self.ready = []                  # lists of edits to write (merged)
         self.window = deque()            # (first offset, records) of recent chunks
         self.windowed = 0
         self.matches = None              # after a replacement: key -> deque of outcomes
@@ -146,20 +147,24 @@ class InboxFile:
 
     # -- publishing -----------------------------------------------------------------------
     def _publish(self, offsets, raws, controls, buffer, base, edits=None):
+        """Publish the `-` records of a run (a chunk, or the last record), then flip them
+        once the broker has them. A run of plain records all taken (the usual case) is
+        flipped by one `flip_queued` edit; anything else by merged per-record edits."""
+        i = controls.find(_DASH)
+        if i < 0 and not edits:
+            return
         edits = [] if edits is None else edits
         door = self.door
         broker = door.broker
         storage, flow = broker.storage, broker.flow
         before = storage.appended
-        i = controls.find(_DASH)
-        if i < 0 and not edits:
-            return
         kind, name = self.target
-        put = door.publisher.queue_put(name) if kind == targets.QUEUE else partial(
-            door.publisher.put, self.target)
-        tag = self.tag or self._tag()
+        put, direct = self._putter(kind, name)
+        prefix = f"tq-{self.tag or self._tag()}-"
         sender, now, matches = self.sender, door.clock.seconds(), self.matches
-        first, count = None, 0
+        first = last = None
+        count = 0
+        taken = []
         flow.publisher = self.client
         try:
             while i >= 0:
@@ -168,31 +173,52 @@ class InboxFile:
                 count += 1
                 if first is None:
                     first = offset
+                last = offset
                 if matches is not None and self._matched(raw, offset, edits):
                     continue
-                if convert.plain(raw):
-                    reason = put(Message(f"tq-{tag}-{offset}", name, (raw[1:],), None, sender,
-                                         DOOR, "", False, None, now))
-                    if reason is None:
-                        edits.append(Edit(offset, _TAKEN))
-                        continue
+                if b"\n" in raw or raw[-1] == 13:
+                    self._record(Record(offset, raw), prefix + str(offset), now, edits)
+                    continue
+                message = Message(prefix + str(offset), name, (raw[1:],), None, sender, DOOR,
+                                  "", False, None, now)
+                if direct is not None:
+                    direct(message)
+                    taken.append(offset)
+                    continue
+                reason = put(message)
+                if reason is None:
+                    taken.append(offset)
+                else:
                     edits.append(Edit(offset, _REFUSED))
                     self._refuse(offset, reason)
-                else:
-                    self._record(Record(offset, raw), f"tq-{tag}-{offset}", now, edits)
         finally:
             flow.publisher = None
         self.published += count
         self.traffic.messages_in += count
         if count:
             self._remember(first, count)
-        batch = (edits, buffer, base)
+        if not edits:
+            batch = [flip_queued(buffer, base, first, last)]
+        else:
+            edits += [Edit(offset, _TAKEN) for offset in taken]
+            batch = merge_edits(edits, buffer, base)
         after = storage.appended
         if after == before:
             self.ready.append(batch)
         else:
             self.waiting += 1
             storage.when_stored(after, partial(self._stored, batch))
+
+    def _putter(self, kind, name):
+        """(put, direct) for a run of records to the file's target: `direct` is the
+        queue's own put_message when nothing can refuse (the hot path), else None."""
+        publisher = self.door.publisher
+        if kind != targets.QUEUE:
+            return partial(publisher.put, self.target), None
+        queue = self.door.broker.queues.get(name)
+        if queue is not None and not queue.limited:
+            return None, queue.put_message
+        return publisher.queue_put(name), None
 
     def _record(self, record, made_id, now, edits):
         """Any record but a plain one: variables, several lines, `\\to=`."""
@@ -247,8 +273,8 @@ class InboxFile:
             self.lock_busy += 1          # a writer holds it: the next poll tries again
             return False
         try:
-            for edits, buffer, base in self.ready:
-                files.write_edits(self.fd, merge_edits(edits, buffer, base))
+            for edits in self.ready:
+                files.write_edits(self.fd, edits)
         finally:
             files.unlock(self.fd)
         self.ready = []
