@@ -9,8 +9,9 @@ per run of records while the file's `flock` is held. The mark is the checkpoint:
 restart the file is read again and only `-` records are published.
 
 The record a file ends with is taken only once it is complete: a later record or a blank
-line follows it, or its last line ended and the writer closed the file (inotify) or the
-file stayed unchanged for the grace time, and no writer holds the lock. Records without an
+line follows it, or its last line ended and the writer closed the file or moved it into the
+directory (inotify) or the file stayed unchanged for the grace time, and no writer holds
+the lock. Records without an
 id get `tq-<tag>-<offset>`, the tag naming this file incarnation (`files.tag`), so a record
 published again after a crash carries the same id; the id also goes into an empty
 `\\i=` the writer reserved room in.
@@ -195,6 +196,7 @@ class InboxFile:
             flow.publisher = None
         self.published += count
         self.traffic.messages_in += count
+        broker.counters["textqueue.published"] += count
         if count:
             self._remember(first, count)
         if not edits:
@@ -252,6 +254,7 @@ class InboxFile:
 
     def _refuse(self, offset, reason):
         self.refused += 1
+        self.door.broker.counters["textqueue.refused"] += 1
         self._logged += 1
         if self._logged <= LOG_PER_POLL:
             log.warn("textqueue: {file} at {offset}: refused, {reason}", file=self.path,

@@ -70,6 +70,7 @@ class OutboxFile:
         self.ident = None
         self.size = 0
         self.consumer = None
+        self.credit = door.credit        # unsettled records the file holds at most
         self.batch = []                  # entries to append this turn
         self.scheduled = False
         self.pending = {}                # record offset -> Pending, in file order
@@ -109,7 +110,7 @@ class OutboxFile:
     def attach(self):
         broker = self.door.broker
         queue = broker.queues.get(self.queue) or broker.queue(self.queue)
-        free = self.door.credit - len(self.pending) - len(self.batch)
+        free = self.credit - len(self.pending) - len(self.batch)
         self.consumer = Consumer(f"textqueue:{self.path}", self.client, self._deliver,
                                  manual_ack=True, credit=max(free, 0),
                                  on_cancel=self._cancelled)
@@ -149,6 +150,7 @@ class OutboxFile:
             except OSError as exc:
                 return self._write_failed(owners, exc)
             self.sent += len(data)
+            self.door.broker.counters["textqueue.appended"] += len(records)
             pending = self.pending
             for entry, record in zip(owners, records):
                 end = offset + len(record)
@@ -237,6 +239,7 @@ class OutboxFile:
 
     def _settle(self, settled):
         consumer = self.consumer
+        acked, rejected = self.acked, self.rejected
         for entry, control, error in settled:
             message_id = entry.message.id
             if consumer is None or consumer.unacked.get(message_id) is not entry:
@@ -251,6 +254,9 @@ class OutboxFile:
             else:
                 consumer.ack(message_id)
                 self.acked += 1
+        counters = self.door.broker.counters
+        counters["textqueue.acked"] += self.acked - acked
+        counters["textqueue.rejected"] += self.rejected - rejected
         self._credit(len(settled))
 
     def _reason(self, error):

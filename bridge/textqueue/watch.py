@@ -20,12 +20,14 @@ if inotify is not None:
     MASK = (inotify.IN_MODIFY | inotify.IN_CLOSE_WRITE | inotify.IN_CREATE
             | inotify.IN_MOVED_TO | inotify.IN_MOVED_FROM | inotify.IN_DELETE
             | inotify.IN_ATTRIB)
-    CLOSED = inotify.IN_CLOSE_WRITE
+    # A writer is done with a file it closed, or renamed into the directory (the spool
+    # convention: write elsewhere, then move it in).
+    CLOSED = inotify.IN_CLOSE_WRITE | inotify.IN_MOVED_TO
 
 
 class Watcher:
     """Calls `changed(path, closed)` for a file of a watched directory that changed
-    (`closed`: a writer closed it); `mode` is auto, inotify or poll."""
+    (`closed`: a writer closed it or moved it in); `mode` is auto, inotify or poll."""
 
     def __init__(self, reactor, mode, changed):
         self.changed = changed
