@@ -12,7 +12,7 @@ path alternately R times (default 3); medians, and `ratio` = TextQueue rate / MQ
 | inbox | N one-line records (`-message NNNNNNN ...`, 40 bytes: what `printf >>` writes) in a file renamed into the inbox, to queue `jobs` with an MQKS consumer: N / (last delivery - rename); `flipped`: until the file's last record is `=` | N MQKS publishes of the same bodies to a queue with the same consumer: N / (last delivery - first publish) |
 | outbox append | M messages published (MQKS) to a queue whose outbox file has credit M: M / (last record appended - first publish) | the same M to a manual-ack MQKS consumer that acks nothing: M / (last delivery - first publish) |
 | outbox marks | a worker flips those M records to `=` with one pwrite each: M / (acked - first pwrite) | the MQKS consumer acks all M: M / (acked - first ack) |
-| outbox steady | M messages through a file with the default credit (100) and a worker that tails it and flips each record as it comes: M / (all acked - first publish) | M through a manual-ack MQKS consumer that acks each delivery: M / (last delivery - first publish) |
+| outbox steady | M messages through a file with the default credit (1000) and a worker that tails it and flips each record as it comes: M / (all acked - first publish) | M through a manual-ack MQKS consumer that acks each delivery: M / (last delivery - first publish) |
 
 The broker's RSS is sampled every 20 ms: `rss_mb` before the inbox run and its peak during
 it (the file is streamed a chunk per turn, never loaded whole; the queue's consumer keeps

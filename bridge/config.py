@@ -70,7 +70,7 @@ DEFAULTS = {
         "max_record": 16 << 20,      # larger inbox records are refused (flipped to !)
         "settled": "keep",           # keep | archive | delete an inbox file once all settled
         "settled_after": 60.0,       # seconds a settled inbox file stays unchanged before that
-        "credit": 100,               # unsettled records an outbox file holds at most
+        "credit": 1000,              # unsettled records an outbox file holds at most
         "error_width": 64,           # bytes reserved for the worker in each outbox \error=
         "rotate_size": 64 << 20,     # an outbox file this large rotates once all settled
         "retain": 10,                # rotated outbox files kept (older ones are deleted)

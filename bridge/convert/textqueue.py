@@ -82,6 +82,13 @@ def _unpadded(raw):
 
 def outbound(message, retry: int, error_width: int) -> bytes:
     """The outbox record of one delivery (every core message is representable)."""
-    return b"-%s\\r=%d\n\\error=%s\n" % (journal.encode_fields(message), retry,
-                                        b" " * error_width)
+    tail = _tails.get((retry, error_width))
+    if tail is None:
+        if len(_tails) > 256:
+            _tails.clear()
+        tail = _tails[retry, error_width] = b"\\r=%d\n\\error=%s\n" % (retry, b" " * error_width)
+    return b"-" + journal.encode_fields(message) + tail
+
+
+_tails = {}          # (retry, error width) -> the record's last two lines
 

@@ -84,6 +84,9 @@ class OutboxFile:
         self.waiting_ids = None          # while a replaced file loads: id -> [Pending]
         self.settling = ()               # ... and the marks it found for them
         self.write_error = False         # the last append failed: wait for the next poll
+        self.seen = None                 # (size, mtime) when we last read the marks, kept
+        #                                  across our own appends: unchanged, no one marked
+        self.force_check = False         # the poll reads the marks whatever the stamp says
         self.sent = 0                    # bytes appended (the admin's bytes out)
         self.polls = self.acked = self.rejected = 0
         name = os.path.basename(path)
@@ -145,10 +148,13 @@ class OutboxFile:
             owners.append(entry)
         if records:
             data = b"".join(records)
+            unseen = _stamp(os.fstat(self.fd)) != self.seen
             try:
                 offset = files.append(self.fd, data)
             except OSError as exc:
                 return self._write_failed(owners, exc)
+            if not unseen:               # nobody else wrote since we last looked
+                self.seen = _stamp(os.fstat(self.fd))
             self.sent += len(data)
             self.door.broker.counters["textqueue.appended"] += len(records)
             pending = self.pending
@@ -198,11 +204,14 @@ class OutboxFile:
         same = files.same_file(self.path, self.ident)
         if not same:
             return self._replaced(same is None)
-        if os.fstat(self.fd).st_size < self.size:
+        st = os.fstat(self.fd)
+        if st.st_size < self.size:
             log.warn("textqueue: {file} was truncated: matching its records anew",
                      file=self.path)
             return self._replaced(False)
-        if self.pending:
+        if self.pending and (_stamp(st) != self.seen or self.force_check):
+            self.force_check = False
+            self.seen = _stamp(st)
             self._check()
         if self.state == "rotating" and not self.pending and not self.batch:
             self._rotate()
@@ -280,6 +289,8 @@ class OutboxFile:
         if consumer is None:
             return
         unacked = consumer.unacked
+        if len(unacked) == len(self.pending) + len(self.batch):
+            return                       # every one of them still waits: nothing to look up
         lost = [offset for offset, p in self.pending.items()
                 if unacked.get(p.entry.message.id) is not p.entry]
         for offset in lost:
@@ -412,7 +423,8 @@ class OutboxFile:
             self.client.resume()
         if self.state != "loading":
             self.reconcile()
-        self.door.dirty(self)
+        self.force_check = True          # a mark made in the same clock tick as our append
+        self.door.dirty(self)            # is seen here at the latest
         return True
 
     # The admin's connection controls: shutdown stops deliveries, then says goodbye.
@@ -495,6 +507,11 @@ class OutboxDir:
         for file in list(self.files.values()):
             file.goodbye()
         self.files.clear()
+
+
+def _stamp(st):
+    """What a write by anyone changes: the size (appends) or the modification time."""
+    return st.st_size, st.st_mtime_ns
 
 
 def queue_of(filename):
