@@ -517,8 +517,5 @@ def _stamp(st):
 def queue_of(filename):
     """The queue an outbox directory's file asks for: `jobs.tq`, `jobs@w2.tq` (several
     files of one queue), `queue.NAME.tq`; None for other files."""
-    if not filename.endswith(targets.SUFFIX) or filename.startswith("."):
-        return None
-    stem = filename[:-len(targets.SUFFIX)].partition("@")[0]
-    target = targets.parse(stem)
+    target = targets.of_file(filename)
     return target.name if target is not None and target.kind == targets.QUEUE else None

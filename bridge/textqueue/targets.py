@@ -4,8 +4,10 @@ A name is `jobs` (queue `jobs`), `stream.NAME` (stream NAME; the record's subjec
 subscribers), `mailbox.NAME` (the mailbox of client NAME: a Twino client id or a Malamute
 address) or `queue.NAME` (queue NAME even when it starts with one of those words). NAME is
 percent-decoded, so `ch%2F1` is Twino queue 1 of channel `ch`. An inbox file is such a
-name plus `.tq`; a record's `\\to=` is one without it. A record without a subject takes the
-target's NAME as its subject (as a Twino push does).
+name, optionally `@TAG` (several files, one per writer, for one target), plus `.tq`; a
+record's `\\to=` is a name alone. A record without a subject takes the target's NAME as its
+subject (as a Twino push does); mail without a tracker takes its id as tracker (so a reply
+can name it, as a Twino direct message's id does).
 """
 from typing import NamedTuple
 
@@ -35,10 +37,11 @@ def parse(text: str):
 
 
 def of_file(filename: str):
-    """The Target of an inbox file name (`jobs.tq`), or None for any other file."""
+    """The Target of an inbox file name (`jobs.tq`, `jobs@writer-2.tq`), or None for any
+    other file."""
     if not filename.endswith(SUFFIX) or filename.startswith("."):
         return None
-    return parse(filename[:-len(SUFFIX)])
+    return parse(filename[:-len(SUFFIX)].partition("@")[0])
 
 
 class Publisher:
@@ -84,6 +87,8 @@ class Publisher:
         reason = refusal(owner.door, message) if owner is not None else None
         if reason is not None:
             return f"unrepresentable: {reason}"
+        if not message.tracker:
+            message.tracker = message.id
         if mailbox.send(message) == DROPPED:
             return "mailbox full"
         return None

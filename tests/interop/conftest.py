@@ -1,16 +1,19 @@
 """The real `twistd -n mqksbridge` with every door, one per test module, and a `net` per test
 that hands out door adapters and closes every client it made."""
+import json
+
 import pytest
 
-from tests.interop.sides import Malamute, Mqks, Twino
+from tests.interop.sides import Malamute, Mqks, TextQueue, Twino
 from tests.support.process import BrokerProcess
 
 MAX_LINE = 4 << 20          # MQKS request lines up to 4 MiB: a 1 MiB body fits
 
 
 class Net:
-    def __init__(self, ports):
+    def __init__(self, ports, inbox=None, outbox=None):
         self.ports = ports
+        self.inbox, self.outbox = inbox, outbox
         self.endpoint = f"tcp://127.0.0.1:{ports['malamute']}"
         self._closers = []
 
@@ -32,25 +35,30 @@ class Net:
                 pass
 
 
-SIDES = {"malamute": Malamute, "mqks": Mqks, "twino": Twino}
+SIDES = {"malamute": Malamute, "mqks": Mqks, "textqueue": TextQueue, "twino": Twino}
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     """The broker process sweeps every 0.1 s, so a test of an ack timeout waits for the
-    nack about as long as the timeout it set (the process runs on the wall clock)."""
+    nack about as long as the timeout it set (the process runs on the wall clock). Its
+    TextQueue door reads an inbox directory and an outbox directory."""
     workdir = tmp_path_factory.mktemp("interop")
+    inbox, outbox = str(workdir / "inbox"), str(workdir / "outbox")
     config = workdir / "interop.toml"
-    config.write_text("[broker]\nsweep_interval = 0.1\n")
+    config.write_text("[broker]\nsweep_interval = 0.1\n[textqueue]\n"
+                      f"inbox = {json.dumps([inbox])}\noutbox_dirs = {json.dumps([outbox])}\n"
+                      "poll_interval = 0.1\n")
     process = BrokerProcess(workdir, doors=("mqks", "malamute", "twino"),
                             args=["--config", str(config),
                                   "--mqks-max-line", str(MAX_LINE)]).start()
+    process.inbox, process.outbox = inbox, outbox
     yield process
     process.stop()
 
 
 @pytest.fixture
 def net(broker):
-    network = Net(broker.ports)
+    network = Net(broker.ports, broker.inbox, broker.outbox)
     yield network
     network.close()

@@ -3,18 +3,26 @@ receive through B" for every ordered pair without caring which protocol is which
 
 Names: queues are written `C/N` (a Twino channel C, queue N) so every door can reach them;
 streams are the MQKS stream `mqks`, which every door can read and write. A Malamute
-publish is followed by a PING round trip, so the broker has taken it before the test goes
-on. A received message is normalised to `Got`, read the way docs/mapping.md says each door
-shows foreign metadata. That nothing arrives is checked with a ping barrier (`nothing`),
-never a quiet period.
+publish is followed by a PING round trip, and a TextQueue publish (a record appended to
+an inbox file) waits for the broker's `=`, so the broker has taken it before the test goes
+on; a TextQueue consumer is an outbox file in the broker's outbox directory. A received
+message is normalised to `Got`, read the way docs/mapping.md says each door shows foreign
+metadata. That nothing arrives is checked with a ping barrier (`nothing`), never a quiet
+period.
 """
 import json
+import os
+import threading
+import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
+from queue import Empty, Queue
 
 from mqksbridge.bridge.clients import twino
 from mqksbridge.bridge.clients.malamute import MalamuteClient
 from mqksbridge.bridge.clients.mqks import MqksClient
+from mqksbridge.protocols.textqueue import flip, journal, scan
 from mqksbridge.protocols.twino.codec import Frame, MessageType, new_id
 
 STREAM = "mqks"
@@ -62,9 +70,16 @@ class Side:
     multi_frame = False      # can its publishers send several frames?
     mailboxes = False        # do its clients own a mailbox (direct messages)?
     shows_origin = shows_id = True   # do its deliveries show the origin door / message id?
+    subject_header = False   # is its subject an application header (Twino `Subject`)?
+    rejects = False          # can its consumers reject (back to the queue, retry + 1)?
 
     def __init__(self, net):
         self.net = net
+
+    @property
+    def sends_direct(self):
+        """Can its publishers send to a client's mailbox?"""
+        return self.mailboxes
 
 
 # -- MQKS ------------------------------------------------------------------------------------
@@ -93,6 +108,7 @@ class MqksReader:
 
 class Mqks(Side):
     door = "mqks"
+    rejects = True
 
     def client(self):
         return self.net.track(MqksClient(port=self.net.ports["mqks"], timeout=WAIT))
@@ -173,6 +189,7 @@ class Twino(Side):
     headers = True
     multi_frame = True       # opt-in: one body plus `Frame-Lengths`
     mailboxes = True
+    subject_header = True
 
     def client(self, **kwargs):
         return self.net.track(twino.connect(port=self.net.ports["twino"], timeout=WAIT,
@@ -349,3 +366,204 @@ class Malamute(Side):
     def mailbox_owner(self):
         client = self.client()
         return MalamuteReader(client), client.address
+
+
+# -- TextQueue -------------------------------------------------------------------------------
+
+def _name(name):
+    """A core name as it sits in a TextQueue file name (percent-encoded)."""
+    return urllib.parse.quote(name, safe="", errors="surrogateescape")
+
+
+def whole_records(path, pos):
+    """The records of a file from `pos`: those a later record follows, and the last one once
+    its `\\error=` line (what the broker writes last) is there. Returns (records, new pos)."""
+    with open(path, "rb") as f:
+        f.seek(pos)
+        data = f.read()
+    found = scan(data, pos)
+    records = list(found.records())
+    tail = found.incomplete
+    if tail is not None and tail.terminated and tail.data.rsplit(b"\n", 2)[-2].startswith(
+            b"\\error="):
+        records.append(tail.record())
+        tail = None
+    return records, (tail.offset if tail is not None else pos + len(data))
+
+
+class Refused(Exception):
+    """The broker flipped a TextQueue publisher's record to `!`."""
+
+
+class TextQueuePublisher:
+    """A program that writes records to inbox files, one file per target (`NAME@pub.tq`)."""
+
+    def __init__(self, inbox):
+        self.inbox = inbox
+        self.sender = unique("tqpub")
+
+    def write(self, stem, subject, frames, headers=None, tracker=""):
+        """Append one record in the journal's layout and wait for the broker's mark."""
+        mid = unique("tq-id-")
+        path = os.path.join(self.inbox, f"{stem}@{self.sender}.tq")
+        envelope = journal.Envelope(mid, subject, tuple(frames), headers, self.sender,
+                                    "textqueue", tracker, created_at=time.time())
+        with open(path, "ab") as f:
+            offset = f.tell()
+            f.write(b"-" + journal.encode_fields(envelope))
+        deadline = time.monotonic() + WAIT
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            while True:
+                mark = os.pread(fd, 1, offset)
+                if mark == b"=":
+                    return mid
+                if mark == b"!":
+                    raise Refused(mid)
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"the broker did not take {mid}")
+                time.sleep(0.002)
+        finally:
+            os.close(fd)
+
+    def close(self):
+        pass
+
+
+class TextQueueReader:
+    """A worker reading an outbox file; acking and rejecting by flipping records. With
+    `auto`, a thread marks each record `=` as it arrives (a worker that is done when it
+    has read a record: what an auto-ack consumer is to other doors), so a producer that
+    waits for its ack gets it before the test reads the record."""
+
+    def __init__(self, path, pinger, auto=False):
+        self.path = path
+        self.pinger = pinger
+        self.pos = 0
+        self.waiting = Queue()
+        self.lock = threading.Lock()
+        self.stopped = False
+        deadline = time.monotonic() + WAIT
+        while not (os.path.exists(path) and os.path.getsize(path)):
+            if time.monotonic() > deadline:       # the broker writes a header comment
+                raise AssertionError(f"the broker did not take {path}")
+            time.sleep(0.002)
+        self.thread = None
+        if auto:
+            self.thread = threading.Thread(target=self._auto, daemon=True)
+            self.thread.start()
+
+    def _read(self):
+        with self.lock:
+            records, self.pos = whole_records(self.path, self.pos)
+        return [r for r in records if r.control == "-"]
+
+    def _auto(self):
+        while not self.stopped:
+            try:
+                records = self._read()
+            except FileNotFoundError:
+                return
+            for record in records:
+                self._flip(record, "=")
+                self.waiting.put(record)
+            time.sleep(0.002)
+
+    def _next(self, timeout):
+        deadline = time.monotonic() + timeout
+        while self.waiting.empty() and self.thread is None:
+            for record in self._read():
+                self.waiting.put(record)
+            if not self.waiting.empty():
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError("nothing arrived")
+            time.sleep(0.002)
+        try:
+            return self.waiting.get(timeout=max(deadline - time.monotonic(), 0.001))
+        except Empty:
+            raise TimeoutError("nothing arrived") from None
+
+    def recv(self, timeout=WAIT):
+        record = self._next(timeout)
+        env = journal.decode(record)
+        return Got(env.subject, env.frames, env.sender, env.origin, env.id,
+                   dict(env.headers or {}), env.retry, env.tracker or None, raw=record)
+
+    def _flip(self, record, control):
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            edit = flip(record, control)
+            os.pwrite(fd, edit.data, edit.offset)
+        finally:
+            os.close(fd)
+
+    def ack(self, got):
+        self._flip(got.raw, "=")
+
+    def reject(self, got):
+        self._flip(got.raw, "!")
+
+    def nothing(self):
+        """A ping barrier through the MQKS door: the broker appends a turn's deliveries to
+        the file before it writes that turn's replies, so anything due for this file is in
+        it once the ping is answered."""
+        self.pinger.ping()
+        late = self._read()
+        if late or not self.waiting.empty():
+            raise AssertionError(f"unexpected delivery {(late or self.waiting.get())!r}")
+
+    def close(self):
+        """Removing the file unsubscribes (unsettled records go back to the queue)."""
+        self.stopped = True
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class TextQueue(Side):
+    """Inbox files to publish, outbox files (in the broker's outbox directory) to consume.
+    Files own no mailbox, but their records can be sent to one (`mailbox.NAME.tq`)."""
+
+    door = "textqueue"
+    headers = True
+    multi_frame = True
+    rejects = True
+
+    @property
+    def sends_direct(self):
+        return True
+
+    def publisher(self):
+        return self.net.track(TextQueuePublisher(self.net.inbox))
+
+    def publish_stream(self, pub, subject, frames, headers=None):
+        return pub.write(f"stream.{_name(STREAM)}", subject, frames, headers)
+
+    def publish_queue(self, pub, queue, subject, frames, headers=None):
+        return pub.write(f"queue.{_name(queue)}", subject, frames, headers)
+
+    def send_direct(self, pub, address, subject, frames):
+        return pub.write(f"mailbox.{_name(address)}", subject, frames)
+
+    def queue_consumers(self, queue, n, manual_ack=False):
+        """One outbox file per consumer (`QUEUE@k.tq`), its worker marking each record as
+        it reads it (or, with manual_ack, when the test acks or rejects)."""
+        readers = []
+        for _ in range(n):
+            path = os.path.join(self.net.outbox, f"queue.{_name(queue)}@{unique('w')}.tq")
+            open(path, "ab").close()
+            readers.append(self.net.track(TextQueueReader(path, Mqks(self.net).client(),
+                                                          auto=not manual_ack)))
+        return readers
+
+    def stream_readers(self, n, subject):
+        """An outbox file of a queue of its own, bound to the subject through MQKS."""
+        readers = []
+        for _ in range(n):
+            queue = unique("tqs")
+            binder = Mqks(self.net).client()
+            binder.rebind(queue, "--add " + subject)
+            readers += self.queue_consumers(queue, 1)
+        return readers

@@ -5,7 +5,7 @@ import pytest
 from tests.interop.sides import unique
 
 
-@pytest.mark.parametrize("door", ["mqks", "malamute", "twino"])
+@pytest.mark.parametrize("door", ["mqks", "malamute", "textqueue", "twino"])
 def test_a_delivery_that_is_due_fails_nothing(net, door):
     subject = unique("due.")
     (reader,) = net.side(door).stream_readers(1, subject)

@@ -12,7 +12,7 @@ import pytest
 from mqksbridge.bridge.clients.mqks import MqksError
 from tests.interop.conftest import SIDES
 from mqksbridge.protocols.twino.codec import Frame, MessageType
-from tests.interop.sides import WAIT, nothing, unique
+from tests.interop.sides import WAIT, Refused, nothing, unique
 
 PAIRS = [(a, b) for a, b in itertools.permutations(sorted(SIDES), 2)]
 PAIR_IDS = [f"{a}-to-{b}" for a, b in PAIRS]
@@ -142,27 +142,41 @@ def test_headers_arrive_where_the_consumer_can_show_them(pair):
     headers = {"X-Trace": "a b,c=d%e", "Reply-To": "me"} if src.headers else None
     publish(src, pub, "with.headers", (b"x",), queue, headers=headers)
     got = consumer.recv()
+    sent = {"Subject": "with.headers", **headers} if src.subject_header else headers
     if not src.headers:
         assert got.headers == {}            # only the door's own metadata, nothing else
     elif dst.headers or dst.door == "mqks":
-        assert got.headers == {"Subject": "with.headers", **headers}
+        assert got.headers == sent
     else:
         assert got.headers == {}            # the target has no place for headers
     if dst.door == "mqks":
         expected = {"event", "origin", "sender"} | {f"h.{k}" for k in got.headers}
         assert set(got.raw.props) == expected
     if dst.door == "twino":
-        assert [k for k, _ in got.raw.headers] == ["Subject", "X-Origin"]
+        own = [] if src.subject_header or not headers else list(headers)
+        assert [k for k, _ in got.raw.headers] == ["Subject", "X-Origin", *own]
 
 
 def test_direct_message_to_one_client(pair):
     src, dst = pair
     subject = unique("direct.")
+    if dst.door == "textqueue":             # files own no mailbox: nearest, a queue only
+        queue = unique("ch") + "/1"         # this file consumes
+        (owner,) = dst.queue_consumers(queue, 1)
+        pub = src.publisher()
+        mid = src.publish_queue(pub, queue, subject, (b"for you",))
+        got = owner.recv()
+        assert (got.subject, got.frames) == (subject, (b"for you",))
+        check_meta(got, src, dst, pub, mid)
+        return
     if not dst.mailboxes:                   # MQKS clients own no mailbox
         mqks = dst.client()
         target = dst.identity(mqks)
         if src.door == "twino":             # an unknown client id, as upstream: 404
             assert src.publisher().request(target, b"x").content_type == 404
+        elif src.door == "textqueue":       # refused: the record is flipped to `!`
+            with pytest.raises(Refused):
+                src.send_direct(src.publisher(), target, subject, (b"x",))
         else:                               # Malamute keeps mail for whoever opens that address
             src.send_direct(src.publisher(), target, subject, (b"later",))
             assert src.client(target).recv(WAIT).frames == (b"later",)
@@ -171,7 +185,7 @@ def test_direct_message_to_one_client(pair):
     owner, address = dst.mailbox_owner()
     other, _ = dst.mailbox_owner()
     pub = src.publisher()
-    if not src.mailboxes:                   # nearest equivalent: a queue only it consumes
+    if not src.sends_direct:                # nearest equivalent: a queue only it consumes
         queue = unique("ch") + "/1"
         (owner,) = dst.queue_consumers(queue, 1)
         mid = src.publish_queue(pub, queue, subject, (b"for you",))
@@ -180,8 +194,8 @@ def test_direct_message_to_one_client(pair):
     got = owner.recv()
     assert (got.subject, got.frames) == (subject, (b"for you",))
     check_meta(got, src, dst, pub, mid)
-    if dst.door == "malamute" and src.mailboxes:
-        assert got.tracker == mid           # the Twino message id, for the reply to name
+    if dst.door == "malamute" and src.sends_direct:
+        assert got.tracker == mid           # the message id, for the reply to name
     other.nothing()
 
 
@@ -252,18 +266,18 @@ def test_manual_ack_and_reject(pair):
         first.close()
         second.nothing()
         return
-    if dst.door == "mqks":
+    if dst.rejects:
         first.reject(got)
     else:
         first.close()
     again = second.recv()
     assert again.frames == (b"do it",)
     check_meta(again, src, dst, pub, mid)
-    assert again.retry == (1 if dst.door == "mqks" else 0)
+    assert again.retry == (1 if dst.rejects else 0)
     second.ack(again)
     if dst.door == "twino":
         src.publish_queue(pub, queue, "task", (b"refused",), **kwargs)
         second.nack(second.recv())
     second.nothing()
-    if dst.door == "mqks":
+    if dst.rejects:
         first.nothing()
