@@ -83,12 +83,12 @@ class Publisher:
         mailbox = client.mailbox if client is not None else self.broker.mailboxes.get(name)
         if mailbox is None:
             return "unknown mailbox"
+        if not message.tracker:
+            message.tracker = message.id
         owner = mailbox.owner
         reason = refusal(owner.door, message) if owner is not None else None
         if reason is not None:
             return f"unrepresentable: {reason}"
-        if not message.tracker:
-            message.tracker = message.id
         if mailbox.send(message) == DROPPED:
             return "mailbox full"
         return None
