@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.textqueue_codec
 	$(BIN)/python -m bench.zrex_bench
 	$(BIN)/python -m bench.pipeline_bench
+	$(BIN)/python -m bench.textqueue_door
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -54,6 +54,7 @@ class TextQueueDoor(service.Service):
         self.outbox_files = {os.path.abspath(path): queue
                              for queue, path in settings["outbox"].items()}
         self.outboxes = {}               # path -> OutboxFile (configured ones)
+        self._failed = {}                # path -> why it could not be opened (logged once)
         self.watcher = None
         self._dirty = {}                 # file -> None: one step each next turn
         self._call = None
@@ -72,10 +73,8 @@ class TextQueueDoor(service.Service):
             self.outbox_dirs[directory] = OutboxDir(self, directory)
             self.watcher.watch(directory)
         for path, queue in self.outbox_files.items():
-            file = self.outboxes[path] = OutboxFile(self, queue, path)
-            file.open()
+            self._outbox(path, queue)
             self.watcher.watch(os.path.dirname(path))
-            self.dirty(file)
         if self.inboxes or self.outbox_dirs or self.outbox_files:
             log.info("textqueue: {inboxes} inbox and {outboxes} outbox directories, "
                      "{files} outbox files ({mode})", inboxes=len(self.inboxes),
@@ -129,11 +128,31 @@ class TextQueueDoor(service.Service):
                 directory.scan(now)
             except Exception:
                 log.failure("textqueue: polling {dir} failed", dir=directory.path)
-        for file in self.outboxes.values():
+        for path, file in list(self.outboxes.items()):
+            if file.state == "gone":         # could not be opened, or closed by the admin
+                file = self._outbox(path, file.queue)
+                self.watcher.watch(os.path.dirname(path))
             try:
                 file.poll(now)
             except Exception:
-                log.failure("textqueue: polling {file} failed", file=file.path)
+                log.failure("textqueue: polling {file} failed", file=path)
+
+    def _outbox(self, path, queue):
+        """A configured outbox file, opened (made if missing); one that cannot be is
+        logged and tried again at the next poll."""
+        file = self.outboxes[path] = OutboxFile(self, queue, path)
+        try:
+            file.open()
+        except OSError as exc:
+            if self._failed.get(path) != str(exc):
+                self._failed[path] = str(exc)
+                log.error("textqueue: cannot open outbox {file}: {reason}", file=path,
+                          reason=exc)
+            file.goodbye()
+            return file
+        self._failed.pop(path, None)
+        self.dirty(file)
+        return file
 
     def changed(self, path, closed):
         """inotify: `path` (in a watched directory) changed; `closed`: a writer closed it."""

@@ -11,10 +11,9 @@ restart the file is read again and only `-` records are published.
 The record a file ends with is taken only once it is complete: a later record or a blank
 line follows it, or its last line ended and the writer closed the file or moved it into the
 directory (inotify) or the file stayed unchanged for the grace time, and no writer holds
-the lock. Records without an
-id get `tq-<tag>-<offset>`, the tag naming this file incarnation (`files.tag`), so a record
-published again after a crash carries the same id; the id also goes into an empty
-`\\i=` the writer reserved room in.
+the lock. Records without an id get `tq-<tag>-<offset>`, the tag naming this file
+incarnation (`files.tag`), so a record published again after a crash carries the same id;
+the id also goes into an empty `\\i=` the writer reserved room in.
 
 A file replaced while the broker reads it (`sed -i`, an editor: a new inode under the same
 name) is read anew from the start; its `-` records that match a record settled in the last
@@ -38,7 +37,7 @@ log = Logger(namespace="mqksbridge.textqueue")
 
 DOOR = convert.DOOR
 MAX_WAITING = 16            # chunks published and not yet flipped, per file
-MAX_MATCH_BYTES = 64 << 20  # of the old file read to match a replaced file
+MAX_MATCH_BYTES = 16 << 20  # of the old file read (in one turn) to match a replaced file
 LOG_PER_POLL = 10           # refusals logged one by one per file between two polls
 _DASH, _TAKEN, _REFUSED = 0x2D, b"=", b"!"
 
@@ -97,8 +96,9 @@ class InboxFile:
             self._write_ready()
         if self.state == "replacing":
             return self._replace()
-        if self.state != "open" or self.paused or self.waiting >= MAX_WAITING:
-            return False
+        if (self.state != "open" or self.paused
+                or self.waiting + len(self.ready) >= MAX_WAITING):
+            return False                 # (flips wait for the disk or for a writer's lock)
         data = os.pread(self.fd, max(files.CHUNK, len(self.carry)), self.pos)
         if data:
             self.changed_at = self.door.clock.seconds()

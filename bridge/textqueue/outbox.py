@@ -37,7 +37,6 @@ DOOR = convert.DOOR
 RUN_GAP = 64 << 10          # unsettled records closer than this are read in one pread
 RUN_BYTES = 1 << 20         # ... up to this many bytes at once
 _DASH = 0x2D
-_ACKED = frozenset(b"=#")
 
 
 def header(queue):
@@ -50,11 +49,10 @@ def header(queue):
 class Pending:
     """One delivery in the file: its core entry, where its record and its `\\error=`
     value are."""
-    __slots__ = ("entry", "offset", "error", "seen")
+    __slots__ = ("entry", "offset", "error")
 
     def __init__(self, entry, offset, error):
         self.entry, self.offset, self.error = entry, offset, error
-        self.seen = False
 
 
 class OutboxFile:
@@ -209,6 +207,9 @@ class OutboxFile:
             log.warn("textqueue: {file} was truncated: matching its records anew",
                      file=self.path)
             return self._replaced(False)
+        # Our own appends leave the stamp as we saw it, so they cost no look at the marks.
+        # A mark made within the same clock tick as the last write changes no stamp
+        # either: the poll's forced look finds it.
         if self.pending and (_stamp(st) != self.seen or self.force_check):
             self.force_check = False
             self.seen = _stamp(st)
@@ -332,7 +333,7 @@ class OutboxFile:
         if waiting:
             p = waiting.pop(0)
             if control == "-":
-                p.offset, p.error, p.seen = record.offset, error, True
+                p.offset, p.error = record.offset, error
                 self.pending[record.offset] = p
             else:
                 self.settling.append((p.entry, control, error))

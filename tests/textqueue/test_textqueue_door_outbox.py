@@ -256,3 +256,24 @@ async def test_a_file_made_in_an_outbox_directory_consumes_its_queue(server, tmp
         assert len(queue.consumers) == 1
     finally:
         spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_outbox_that_cannot_be_opened_is_tried_again(server, tmp_path):
+    """A configured outbox whose directory cannot be made is logged once and tried at
+    every poll, without stopping the broker; once possible, it consumes its queue."""
+    blocker = tmp_path / "outbox"
+    blocker.write_bytes(b"a file where the directory should be")
+    logs = LogCapture()
+    spool = outbox_spool(server, tmp_path)
+    try:
+        spool.poll(3)
+        assert sum("cannot open outbox" in t for t in logs.texts()) == 1
+        assert not server.broker.queues.get("jobs") or not server.broker.queues["jobs"].consumers
+        blocker.unlink()
+        spool.poll()
+        assert records(spool.out)[0].variable("queue").value == "jobs"
+        assert len(server.broker.queues["jobs"].consumers) == 1
+    finally:
+        logs.close()
+        spool.stop()
