@@ -10,14 +10,15 @@ a shell example.
 All file work runs in small steps on the reactor: a file with something to do is marked
 dirty (by inotify, by the poll, by the storage barrier) and one step of each dirty file
 runs per reactor turn, so a large file never holds the reactor for more than a chunk.
-Timing (the poll, the grace time, the next step) uses the injected `clock`.
+Time (the poll, a `bridge.clock.periodic` service; the grace time; settled files) is the
+injected `clock`.
 """
 import os
 
 from twisted.application import service
-from twisted.internet import task
 from twisted.logger import Logger
 
+from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.textqueue import targets
 from mqksbridge.bridge.textqueue.inbox import InboxDir
 from mqksbridge.bridge.textqueue.outbox import OutboxDir, OutboxFile
@@ -29,7 +30,8 @@ log = Logger(namespace="mqksbridge.textqueue")
 
 
 class TextQueueDoor(service.Service):
-    """The door: its directories and files, one step per dirty file per turn, a poll."""
+    """The door: its directories and files, one step per dirty file per reactor turn
+    (`reactor`: callLater(0), and inotify), a poll on `clock`."""
 
     def __init__(self, broker, scheduler, reactor, settings, clock=None):
         self.broker = broker
@@ -58,7 +60,6 @@ class TextQueueDoor(service.Service):
         self.watcher = None
         self._dirty = {}                 # file -> None: one step each next turn
         self._call = None
-        self._loop = None
 
     # -- life -----------------------------------------------------------------------------
     def startService(self):
@@ -80,16 +81,16 @@ class TextQueueDoor(service.Service):
                      "{files} outbox files ({mode})", inboxes=len(self.inboxes),
                      outboxes=len(self.outbox_dirs), files=len(self.outbox_files),
                      mode=self.watcher.mode)
-            self._loop = task.LoopingCall(self.poll)
-            self._loop.clock = self.clock
-            self._loop.start(self.poll_interval, now=True)
+
+    @property
+    def configured(self):
+        return bool(self.inboxes or self.outbox_dirs or self.outbox_files)
 
     def stopService(self):
-        """Polling and watching stop; the files stay open until the shutdown's goodbyes
-        (bridge.shutdown), so flips released meanwhile are still written."""
+        """Watching stops (the poll is a service of its own); the files stay open until
+        the shutdown's goodbyes (bridge.shutdown), so flips released meanwhile are still
+        written."""
         super().stopService()
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
         if self.watcher is not None:
             self.watcher.stop()
         if self._call is not None and self._call.active():
@@ -101,7 +102,7 @@ class TextQueueDoor(service.Service):
         """`file` has something to do: its `work()` runs next turn."""
         self._dirty[file] = None
         if self._call is None and self.running:
-            self._call = self.clock.callLater(0, self._work)
+            self._call = self.reactor.callLater(0, self._work)
 
     def _work(self):
         self._call = None
@@ -115,13 +116,17 @@ class TextQueueDoor(service.Service):
             if more:
                 self._dirty[file] = None
         if self._dirty and self._call is None and self.running:
-            self._call = self.clock.callLater(0, self._work)
+            self._call = self.reactor.callLater(0, self._work)
 
     def idle(self):
         """Nothing left to do this turn (tests step the clock until then)."""
         return not self._dirty
 
     def poll(self):
+        """Every poll interval: new files, changes inotify did not report, the rules that
+        depend on time."""
+        if not self.running:
+            return
         now = self.clock.seconds()
         for directory in list(self.inboxes.values()) + list(self.outbox_dirs.values()):
             try:
@@ -183,6 +188,11 @@ class TextQueueDoor(service.Service):
 
 
 def build(config, broker, scheduler, reactor, clock=None):
-    """The TextQueue door: one service (it has no listener)."""
-    door = TextQueueDoor(broker, scheduler, reactor, config["textqueue"], clock)
-    return door, [door]
+    """The TextQueue door (a service: it has no listener) and, when it has directories or
+    files, its poll."""
+    settings = config["textqueue"]
+    door = TextQueueDoor(broker, scheduler, reactor, settings, clock)
+    if not door.configured:
+        return door, [door]
+    return door, [door, periodic(float(settings["poll_interval"]), door.poll, door.clock,
+                                 "textqueue poll")]

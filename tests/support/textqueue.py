@@ -1,8 +1,10 @@
 """A TextQueue door on a running broker (the `server` fixture), stepped by the test.
 
-The door's clock is a task.Clock and it watches by polling, so a test says exactly when
-the door looks at its files (`poll()`) and how much time passes (the grace time); its
-outbox appends go through a FlushScheduler on the same clock. The rest of the broker (the
+The door is made by its `build`, its clock a task.Clock of its own. Watching by polling
+(the default here), its reactor turns are that clock's `callLater(0)` calls and its outbox
+appends go through a FlushScheduler on it too, so a test says exactly when the door looks
+at its files (`poll()`), when its steps run (`step()`) and how much time passes (the grace
+time). Watching with inotify, its turns are the real reactor's. The rest of the broker (the
 other doors, their sockets) runs in the real reactor as usual.
 """
 import os
@@ -12,7 +14,7 @@ from twisted.logger import globalLogPublisher
 
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.outbox import FlushScheduler
-from mqksbridge.bridge.textqueue.door import TextQueueDoor
+from mqksbridge.bridge.textqueue import build
 from mqksbridge.protocols.textqueue import scan
 
 
@@ -25,11 +27,14 @@ class Spool:
         self.clock.advance(1_700_000_000)            # a plausible epoch for created times
         overrides = {"inbox": [str(self.inbox)], "watch": "poll", "poll_interval": 0.5, "grace": 0,
                      **settings}
-        self.settings = configuration.load(overrides={"textqueue": overrides})["textqueue"]
-        self.scheduler = FlushScheduler(self.clock)
-        self.door = TextQueueDoor(server.broker, self.scheduler, reactor, self.settings,
-                                  clock=self.clock)
-        self.door.startService()
+        config = configuration.load(overrides={"textqueue": overrides})
+        self.settings = config["textqueue"]
+        turns = self.clock if self.settings["watch"] == "poll" else reactor
+        self.scheduler = FlushScheduler(turns)
+        self.door, self.services = build(config, server.broker, self.scheduler, turns,
+                                         self.clock)
+        for service in self.services:
+            service.startService()
         self.step()
 
     def step(self, limit=100_000):
@@ -57,7 +62,9 @@ class Spool:
 
     def stop(self):
         """The door goes as on a shutdown: stop, then each file's goodbye."""
-        self.door.stopService()
+        for service in reversed(self.services):
+            if service.running:
+                service.stopService()
         for file in self.door.files():
             file.goodbye()
         self.step()

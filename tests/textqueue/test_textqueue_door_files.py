@@ -160,7 +160,8 @@ async def test_a_restart_mid_file_publishes_nothing_already_marked(server, tmp_p
     crashed_ids = [e.message.id for e in queue.entries][5:]
     for file in spool.door.files():
         file.abortConnection()                          # gone before writing its flips
-    spool.door.stopService()
+    for service in spool.services:
+        service.stopService()
     fcntl.flock(lock, fcntl.LOCK_UN)
     os.close(lock)
     assert controls(spool.path("jobs.tq")) == "=====---"

@@ -7,7 +7,7 @@ import pytest
 import pytest_twisted
 
 from mqksbridge.bridge.clients import twino
-from mqksbridge.protocols.textqueue import scan
+from mqksbridge.protocols.textqueue import journal, scan
 from mqksbridge.bridge.textqueue import files, inbox
 from tests.support.textqueue import LogCapture, Spool, controls, records, until
 from tests.twino.helpers import make_queue
@@ -95,6 +95,9 @@ async def test_journal_variables_are_honoured(server, spool):
     spool.write("jobs.tq", f"-{body}\n\\i=m%201\n\\s=multi\n\\f=ignored:me\n\\tracker=t9\n"
                            "\\priority=1\n\\headers=a=1&b=x%3Dy\n\\enc=base64\n\\frames=3\n")
     spool.write("jobs.tq", "-second line\n follows\n\\id=readable-id\n\\subject=readable\n")
+    spool.write("jobs.tq", journal.encode_message(journal.Envelope(      # what a replay of
+        "j1", "from.a.journal", (b"kept",), {"h": "1"}, "w-7", "twino",   # journals writes
+        created_at=spool.clock.seconds()), retry=3))
     spool.poll()
     first = await mqks.line()
     assert first == ("c1 ok m%201 event=multi,origin=textqueue,sender=me,enc=base64,frames=3,"
@@ -102,7 +105,9 @@ async def test_journal_variables_are_honoured(server, spool):
     second = await mqks.line()
     assert second == ("c1 ok readable-id event=readable,origin=textqueue,sender=jobs.tq,"
                       "enc=base64 " + base64.b64encode(b"second line\nfollows").decode())
-    assert controls(spool.path("jobs.tq")) == "=="
+    assert await mqks.line() == ("c1 ok j1 event=from.a.journal,origin=textqueue,sender=w-7,"
+                                 "h.h=1 kept")
+    assert controls(spool.path("jobs.tq")) == "==="
 
 
 @pytest_twisted.ensureDeferred
