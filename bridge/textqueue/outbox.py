@@ -221,7 +221,7 @@ class OutboxFile:
     def _check(self):
         """Status bytes of the unsettled records, a pread per run; settle the flipped."""
         settled = []
-        offsets = list(self.pending)
+        offsets = sorted(self.pending)   # in file order already, but for adopted records
         fd, pending = self.fd, self.pending
         start = 0
         while start < len(offsets):

@@ -209,26 +209,29 @@ async def test_marks_made_with_sed_in_place_are_taken_and_nothing_appended_twice
 
 @pytest_twisted.ensureDeferred
 async def test_a_restarted_door_matches_redeliveries_to_their_records(server, tmp_path):
-    """The door goes (its unsettled deliveries return to the queue), a worker marks one
-    meanwhile; the door comes back on the same file: the marked one is acked, the others
-    are taken to be their records again. Nothing is appended twice."""
-    spool = outbox_spool(server, tmp_path)
+    """The door goes (its unsettled deliveries return to the queue, behind one that was
+    waiting for credit), a worker marks one meanwhile; the door comes back on the same
+    file: the marked one is acked, the others are taken to be their records again, the
+    waiting one is appended. Nothing is appended twice."""
+    spool = outbox_spool(server, tmp_path, credit=3)
     mqks = await server.mqks()
-    mqks.send("r1 rebind jobs --add ev", *[f"m{i} publish ev job {i}" for i in range(3)])
+    mqks.send("r1 rebind jobs --add ev", *[f"m{i} publish ev job {i}" for i in range(4)])
     first = await published(spool, 3)
-    spool.stop()
     queue = server.broker.queue("jobs")
-    assert [e.retry for e in queue.entries] == [1, 1, 1]
+    assert [e.message.id for e in queue.entries] == ["m3"]
+    spool.stop()
+    assert [(e.message.id, e.retry) for e in queue.entries] == [
+        ("m3", 0), ("m0", 1), ("m1", 1), ("m2", 1)]
     mark(spool.out, first[0], "=")
-    spool = outbox_spool(server, tmp_path)
+    spool = outbox_spool(server, tmp_path, credit=3)
     try:
-        await until(lambda: len(spool.file.pending) == 2, spool.step, what="the redeliveries")
+        await until(lambda: len(spool.file.pending) == 3, spool.step, what="the redeliveries")
         assert spool.file.acked == 1 and len(queue) == 0
-        assert [journal.decode(r).id for r in deliveries(spool.out)] == ["m0", "m1", "m2"]
+        assert [journal.decode(r).id for r in deliveries(spool.out)] == ["m0", "m1", "m2", "m3"]
         for record in deliveries(spool.out)[1:]:
             mark(spool.out, record, "=")
         spool.poll()
-        assert spool.file.acked == 3 and not spool.file.pending
+        assert spool.file.acked == 4 and not spool.file.pending
     finally:
         spool.stop()
 
