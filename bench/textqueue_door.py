@@ -14,9 +14,11 @@ path alternately R times (default 3); medians, and `ratio` = TextQueue rate / MQ
 | outbox marks | a worker flips those M records to `=` with one pwrite each: M / (acked - first pwrite) | the MQKS consumer acks all M: M / (acked - first ack) |
 | outbox steady | M messages through a file with the default credit (1000) and a worker that tails it and flips each record as it comes: M / (all acked - first publish) | M through a manual-ack MQKS consumer that acks each delivery: M / (last delivery - first publish) |
 
-The broker's RSS is sampled every 20 ms: `rss_mb` before the inbox run and its peak during
-it (the file is streamed a chunk per turn, never loaded whole; the queue's consumer keeps
-up, or flow control holds the file). Counters come from MQKS `_eval state.counters`.
+The broker's RSS is sampled every 20 ms: before each inbox run and its peak during it, and
+`inbox_rss_mb_growth` the most it grew in a run (the file is streamed a chunk per turn,
+never loaded whole; the queue's consumer keeps up, or flow control holds the file; later
+rounds start from the RSS the MQKS and outbox runs left). Counters come from MQKS `_eval
+state.counters`.
 Results go to bench/results/textqueue-door-latest.json.
 """
 import argparse
@@ -291,8 +293,10 @@ def main(argv=None):
         "inbox_broker_cpu_us_per_record": round(median("inbox", "broker_cpu_us_per_record"), 2),
         "mqks_broker_cpu_us_per_record": round(median("mqks_publish",
                                                       "broker_cpu_us_per_record"), 2),
-        "inbox_rss_mb_before": median("inbox", "rss_mb_before"),
-        "inbox_rss_mb_peak": median("inbox", "rss_mb_peak"),
+        "inbox_rss_mb_before_and_peak": [(r["rss_mb_before"], r["rss_mb_peak"])
+                                         for r in rounds["inbox"]],
+        "inbox_rss_mb_growth": round(max(r["rss_mb_peak"] - r["rss_mb_before"]
+                                         for r in rounds["inbox"]), 1),
         "inbox_file_mb": rounds["inbox"][0]["file_mb"],
         "outbox_appended_per_s": round(median("outbox", "append_rate")),
         "outbox_marks_acked_per_s": round(median("outbox", "marks_rate")),
