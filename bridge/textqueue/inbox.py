@@ -157,43 +157,40 @@ class InboxFile:
         edits = [] if edits is None else edits
         door = self.door
         broker = door.broker
-        storage, flow = broker.storage, broker.flow
+        storage = broker.storage
         before = storage.appended
         kind, name = self.target
         put, direct = self._putter(kind, name)
         prefix = f"tq-{self.tag or self._tag()}-"
         sender, now, matches = self.sender, door.clock.seconds(), self.matches
+        client = self.client             # whom flow control holds (core.flow)
         first = last = None
         count = 0
         taken = []
-        flow.publisher = self.client
-        try:
-            while i >= 0:
-                raw, offset = raws[i], offsets[i]
-                i = controls.find(_DASH, i + 1)
-                count += 1
-                if first is None:
-                    first = offset
-                last = offset
-                if matches is not None and self._matched(raw, offset, edits):
-                    continue
-                if b"\n" in raw or raw[-1] == 13:
-                    self._record(Record(offset, raw), prefix + str(offset), now, edits)
-                    continue
-                message = Message(prefix + str(offset), name, (raw[1:],), None, sender, DOOR,
-                                  "", False, None, now)
-                if direct is not None:
-                    direct(message)
-                    taken.append(offset)
-                    continue
-                reason = put(message)
-                if reason is None:
-                    taken.append(offset)
-                else:
-                    edits.append(Edit(offset, _REFUSED))
-                    self._refuse(offset, reason)
-        finally:
-            flow.publisher = None
+        while i >= 0:
+            raw, offset = raws[i], offsets[i]
+            i = controls.find(_DASH, i + 1)
+            count += 1
+            if first is None:
+                first = offset
+            last = offset
+            if matches is not None and self._matched(raw, offset, edits):
+                continue
+            if b"\n" in raw or raw[-1] == 13:
+                self._record(Record(offset, raw), prefix + str(offset), now, edits)
+                continue
+            message = Message(prefix + str(offset), name, (raw[1:],), None, sender, DOOR,
+                              "", False, None, now)
+            if direct is not None:
+                direct(message, None, client)
+                taken.append(offset)
+                continue
+            reason = put(message)
+            if reason is None:
+                taken.append(offset)
+            else:
+                edits.append(Edit(offset, _REFUSED))
+                self._refuse(offset, reason)
         self.published += count
         self.traffic.messages_in += count
         broker.counters["textqueue.published"] += count
@@ -216,11 +213,11 @@ class InboxFile:
         queue's own put_message when nothing can refuse (the hot path), else None."""
         publisher = self.door.publisher
         if kind != targets.QUEUE:
-            return partial(publisher.put, self.target), None
+            return partial(publisher.put, self.target, client=self.client), None
         queue = self.door.broker.queues.get(name)
         if queue is not None and not queue.limited:
             return None, queue.put_message
-        return publisher.queue_put(name), None
+        return publisher.queue_put(name, self.client), None
 
     def _record(self, record, made_id, now, edits):
         """Any record but a plain one: variables, several lines, `\\to=`."""
@@ -240,7 +237,7 @@ class InboxFile:
             room = inbound.id_room
             if room is not None and len(made_id) <= room.width:
                 edits.append(rewrite(room, made_id))
-        reason = self.door.publisher.put(target, message)
+        reason = self.door.publisher.put(target, message, self.client)
         if reason is not None:
             return self._refused(record, reason, inbound.error, edits)
         edits.append(flip(record, "="))

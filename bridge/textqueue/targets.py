@@ -45,38 +45,44 @@ def of_file(filename: str):
 
 
 class Publisher:
-    """Puts messages on targets; each put returns None (taken) or why it was refused."""
+    """Puts messages on targets for one publisher (`client`: the one flow control holds
+    when a queue it fills congests); each put returns None (taken) or why it was refused."""
 
     def __init__(self, broker, auto_create=True):
         self.broker = broker
         self.auto_create = auto_create
 
-    def put(self, target, message):
+    def put(self, target, message, client=None):
         kind, name = target
         if message.subject is None:
             message.subject = name
         if kind == QUEUE:
-            return self.queue_put(name)(message)
+            return self.queue_put(name, client)(message)
         if kind == STREAM:
-            self.broker.stream(name).publish(message)
+            self.broker.stream(name).publish(message, client)
             return None
         return self.mail(name, message)
 
-    def queue_put(self, name):
+    def queue_put(self, name, client=None):
         """A put function for queue `name`, looked up once for a run of records."""
         queue = self.broker.queues.get(name)
         if queue is None:
             if not self.auto_create:
                 return _refuse("no such queue")
             queue = self.broker.queue(name)
+        put_message = queue.put_message
         if queue.limited:
             def put(message):
                 reason = queue.refusal(message)
-                if reason is None and not queue.put_message(message):
+                if reason is None and not put_message(message, None, client):
                     reason = "refused"
                 return None if reason is None else f"queue {reason}"
             return put
-        return _taken(queue.put_message)
+
+        def taken(message):
+            put_message(message, None, client)
+            return None
+        return taken
 
     def mail(self, name, message):
         client = self.broker.clients.get(name)
@@ -96,10 +102,3 @@ class Publisher:
 
 def _refuse(reason):
     return lambda message: reason
-
-
-def _taken(put):
-    def taken(message):
-        put(message)
-        return None
-    return taken

@@ -13,7 +13,6 @@ from twisted.internet.threads import deferToThread
 from mqksbridge.protocols.textqueue import flip, journal, rewrite
 from tests.support.textqueue import LogCapture, Spool, records, until
 from tests.textqueue.strategies import apply_edits
-from tests.twino.helpers import make_queue
 
 
 def outbox_spool(server, tmp_path, queue="jobs", **settings):
@@ -83,8 +82,8 @@ async def test_a_mark_made_with_the_reference_package_acks_a_waiting_twino_produ
         server, spool):
     """Twino producer-ack policy relay (the default): the producer's ack comes when the
     worker marks the record `=` with the textqueue package from PyPI."""
+    # (jobs, 0) is the outbox's queue: Twino takes it with its defaults (member acks on)
     producer = await server.twino(client_id="waiting")
-    await make_queue(producer, "jobs", 0, status="round-robin", ack=True)
     answer = producer.push("jobs", 0, b"please do", wait_ack=True, timeout=30)
     (record,) = await published(spool, 1)
     assert not answer.called
