@@ -9,6 +9,7 @@ import subprocess
 import pytest
 import pytest_twisted
 
+from mqksbridge.bridge.textqueue import files
 from mqksbridge.core import Client, Consumer
 from tests.support.textqueue import Spool, controls, records, until
 
@@ -248,3 +249,38 @@ async def test_settled_files_are_archived_or_deleted_by_policy(server, tmp_path)
                 assert controls(spool.inbox / "archive" / archived[0]) == "="
         finally:
             spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_file_filling_a_queue_faster_than_its_consumer_is_held(server, tmp_path):
+    """Flow control holds the file like any publisher (core.flow): reading stops once the
+    queue, which has a consumer, holds broker.flow_limit messages, and goes on when the
+    consumer catches up. The file is never read ahead into memory."""
+    broker = server.broker
+    limit = broker.flow.limit
+    reader = Client("slow", "test")
+    broker.connect(reader)
+    got = []
+    broker.add_consumer(broker.queue("jobs"), Consumer("slow", reader,
+                                                       lambda c, e: got.append(e)))
+    reader.pause()                                   # its socket is full, say
+    spool = Spool(server, tmp_path)
+    try:
+        total = 3 * limit
+        spool.write("jobs.tq", "".join(f"-{i:<99}\n" for i in range(total)))   # 12 chunks
+        spool.poll(3)
+        file = spool.door.file(spool.path("jobs.tq"))
+        queue = broker.queues["jobs"]
+        assert file.paused and limit <= len(queue) < limit + files.CHUNK // 100
+        held = file.pos
+        assert held < os.path.getsize(spool.path("jobs.tq"))
+        spool.poll(3)
+        assert file.pos == held                      # nothing more read while held
+        reader.resume()                              # it catches up: the hold ends
+        spool.step()
+        spool.poll(3)
+        assert [int(e.message.frames[0]) for e in got] == list(range(total))
+        assert set(controls(spool.path("jobs.tq"))) == {"="}
+    finally:
+        spool.stop()
+        broker.disconnect(reader)
