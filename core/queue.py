@@ -45,7 +45,7 @@ class QueueError(Exception):
 class Queue:
     def __init__(self, broker, name, mode=ROUND_ROBIN, *, ack_timeout=None, max_messages=None,
                  max_bytes=None, max_message_size=None, wait_for_ack=False, only_first=False,
-                 when_unused=None, attrs=None):
+                 when_unused=None, attrs=None, shortcuts=True):
         self.broker = broker
         self.name = name
         self.channel = None            # the Channel that groups it (Broker claims it by name)
@@ -74,6 +74,7 @@ class Queue:
         self.wait_for_ack = wait_for_ack
         self.only_first = only_first
         self.when_unused = when_unused
+        self.shortcuts = shortcuts     # False: every put and dispatch takes the plain path
         self._direct = self._fanout = self._first_match = False
         self._refresh()
 
@@ -88,18 +89,18 @@ class Queue:
 
     def _refresh(self):
         """Whether put_message may skip every check and hand over directly, and whether
-        any put may be refused (`limited`: doors skip `refusal` otherwise)."""
+        any put may be refused (`limited`: doors skip `refusal` otherwise). The shortcuts
+        must give exactly what the plain path gives; tests hold them equal by running
+        the same operations on a queue made with shortcuts=False."""
         self.limited = (self.max_messages is not None or self.max_bytes is not None
                         or self.max_message_size is not None or self.mode == STOPPED)
-        plain = (not self.only_first and not self.wait_for_ack and not self._filtered
-                 and self.max_messages is None and self.max_bytes is None
-                 and self.max_message_size is None)
+        unlimited = (self.shortcuts and not self.only_first and not self.wait_for_ack
+                     and self.max_messages is None and self.max_bytes is None
+                     and self.max_message_size is None)
+        plain = unlimited and not self._filtered
         self._direct = plain and self.mode == ROUND_ROBIN
         self._fanout = plain and self.mode == PUSH_ALL
-        self._first_match = (self._filtered and self.mode == ROUND_ROBIN
-                             and not self.only_first and not self.wait_for_ack
-                             and self.max_messages is None and self.max_bytes is None
-                             and self.max_message_size is None)
+        self._first_match = unlimited and self._filtered and self.mode == ROUND_ROBIN
 
     # -- configuration ----------------------------------------------------------------
     def set_mode(self, mode):
@@ -202,14 +203,15 @@ class Queue:
             self.clear()
         self.bytes += message.size
         (self.priority if message.priority else self.entries).append(entry)
-        if (self._flow_limit is not None and len(self.entries) >= self._flow_limit
-                and self.consumers and (mode == ROUND_ROBIN or mode == PUSH_ALL)):
-            self.broker.flow.congested(self, publisher)
         if not self._dispatching:
             for c in self.consumers:        # all paused (a burst): resume() dispatches
                 if not c.client.paused:
                     self.dispatch()
                     break
+        if (self._flow_limit is not None and len(self.entries) >= self._flow_limit
+                and self.consumers and (mode == ROUND_ROBIN or mode == PUSH_ALL)):
+            # judged on what is left once the consumers took theirs (as the shortcuts do)
+            self.broker.flow.congested(self, publisher)
         return True
 
     # -- what consumers hand back ---------------------------------------------------------
@@ -377,7 +379,7 @@ class Queue:
 
     def _dispatch_rotating(self):
         consumers, priority, entries = self.consumers, self.priority, self.entries
-        if len(consumers) == 1 and not priority and not self.wait_for_ack:
+        if len(consumers) == 1 and not priority and not self.wait_for_ack and self.shortcuts:
             self._drain(consumers[0])
         wait = self.wait_for_ack
         while priority or entries:
@@ -390,7 +392,7 @@ class Queue:
             for k in range(n):
                 c = consumers[(start + k) % n]
                 if c.active and not c.client.paused and (c.credit is None or c.credit > 0):
-                    self._next = (start + k + 1) % n
+                    self._next = (start + k) % n + 1     # the one after it, as put_message
                     break
             else:
                 return
@@ -470,6 +472,8 @@ class Queue:
         if c.manual_ack or c.credit is not None:
             return
         entries, client, deliver = self.entries, c.client, c.deliver
+        if entries and c.active and not client.paused:
+            self._next = 1                   # it takes a turn (see _dispatch_rotating)
         while entries and c.active and not client.paused:
             entry = entries.popleft()
             self.bytes -= entry.message.size

@@ -1,0 +1,173 @@
+"""Property: a queue's shortcuts (direct hand-over, first match, fan-out, drain) change
+nothing but speed. The same operations run on a queue with shortcuts and on one made with
+shortcuts=False; who got which message, in which order, with which retry count, what the
+producers' observers heard and every counter must be the same after each step."""
+import re
+
+from hypothesis import given, settings, strategies as st
+
+from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
+from mqksbridge.core.queue import BROADCAST, PULL, PUSH_ALL, ROUND_ROBIN
+
+SUBJECTS = ("a.1", "a.2", "b.1")
+FILTERS = (None, None, None, re.compile(r"^a\."), re.compile(r"1$"), re.compile("^b"))
+CLIENTS = 2
+
+
+class _Input:
+    """What core.flow pauses: a publisher's transport."""
+
+    def pauseProducing(self):
+        pass
+
+    def resumeProducing(self):
+        pass
+
+
+class World:
+    """One broker, one queue, two clients; every hand-over and observer call logged."""
+
+    def __init__(self, shortcuts, mode, flow_limit, most):
+        self.most = most                 # consumers at a time (a lone one is _drain's case)
+        self.n = 0
+        self.clock = FakeClock()
+        self.broker = Broker(self.clock, flow_limit=flow_limit)
+        self.queue = self.broker.queue("q", mode=mode, ack_timeout=5.0, shortcuts=shortcuts)
+        self.clients = [Client(f"cl{i}", "t") for i in range(CLIENTS)]
+        self.consumers = []
+        self.log = []
+        self.publisher = Client("pub", "t")      # whose input a congested queue holds
+        self.publisher.input = _Input()
+        self.broker.flow.publisher = self.publisher
+
+    def deliver(self, consumer, entry):
+        self.log.append(("deliver", consumer.id, entry.message.id, entry.retry,
+                         entry.deliveries))
+
+    def observer(self, event, entry, consumer, reason):
+        self.log.append((event, entry.message.id, consumer and consumer.id, reason))
+
+    def state(self):
+        q = self.queue
+        return (q.received, q.delivered, q.acked, q.requeued, q.dropped, q.expired, q.bytes,
+                q._outstanding, q._next % len(q.consumers) if q.consumers else 0,
+                [e.message.id for e in q.priority], [e.message.id for e in q.entries],
+                [(c.id, c.delivered, c.credit, sorted(c.unacked)) for c in q.consumers],
+                [c.client.id for c in q.consumers], self.broker.flow.holds)
+
+
+# Operations, drawn with weights (an operation appears as often as it is listed). Consumers
+# are named by an index taken modulo the live ones, so any list of operations is valid.
+PUT = st.tuples(st.just("put"), st.sampled_from(SUBJECTS), st.sampled_from([False] * 3 + [True]),
+                st.booleans(), st.integers(0, 3), st.integers(1, 4))
+JOIN = st.tuples(st.just("join"), st.integers(0, CLIENTS - 1), st.booleans(),
+                 st.sampled_from(FILTERS), st.sampled_from([None, None, None, 0, 1, 3]))
+LEAVE = st.tuples(st.just("leave"), st.integers(0, 7), st.booleans())
+PAUSE = st.tuples(st.just("pause"), st.integers(0, CLIENTS - 1))
+CREDIT = st.tuples(st.just("credit"), st.integers(0, 7), st.integers(1, 3))
+SETTLE = st.tuples(st.just("settle"), st.integers(0, 7),
+                   st.sampled_from(["ack", "reject", "nack", "ack_all", "reject_all"]),
+                   st.integers(0, 7))
+RESHAPE = st.tuples(st.just("reshape"), st.sampled_from([
+    ("wait_for_ack", True), ("wait_for_ack", False), ("only_first", True),
+    ("only_first", False), ("max_messages", 4), ("max_messages", None), ("mode", ROUND_ROBIN),
+    ("mode", PUSH_ALL), ("mode", BROADCAST), ("mode", PULL)]))
+TICK = st.tuples(st.just("tick"), st.sampled_from([1.0, 6.0]))
+OPERATION = st.sampled_from([PUT] * 4 + [PAUSE] * 3 + [JOIN, JOIN, SETTLE, SETTLE, LEAVE, CREDIT,
+                                                      RESHAPE, TICK]).flatmap(lambda kind: kind)
+
+
+def run(w, operation, live):
+    """Apply one operation to one world; `live` lists the indexes of its consumers."""
+    kind, *args = operation
+    if kind == "put":
+        subject, priority, observed, size, count = args
+        for _ in range(count):
+            w.n += 1
+            w.queue.put_message(Message(str(w.n), subject, (b"x" * size,), priority=priority),
+                                w.observer if observed else None)
+    elif kind == "join":
+        client, manual, filter, credit = args
+        if len(live) < w.most:
+            c = Consumer(f"c{len(w.consumers)}", w.clients[client], w.deliver,
+                         manual_ack=manual, filter=filter, credit=credit)
+            live.append(len(w.consumers))
+            w.consumers.append(c)
+            w.broker.add_consumer(w.queue, c)
+    elif kind == "pause":
+        client = w.clients[args[0]]
+        client.resume() if client.paused else client.pause()
+    elif kind == "reshape":
+        option, value = args[0]
+        if option == "mode":
+            w.queue.set_mode(value)
+        else:
+            w.queue.configure(**{option: value})
+    elif kind == "tick":
+        w.clock.advance(args[0])
+        w.broker.tick()
+    elif live:
+        index = live[args[0] % len(live)]
+        c = w.consumers[index]
+        if kind == "leave":
+            live.remove(index)
+            w.broker.remove_consumer(c, requeue=args[1])
+        elif kind == "credit":
+            c.add_credit(args[1])
+        elif args[1].endswith("_all"):
+            getattr(c, args[1])()
+        elif c.unacked:
+            mid = sorted(c.unacked)[args[2] % len(c.unacked)]
+            if args[1] == "reject":
+                c.reject(mid)
+            else:
+                c.ack(mid, args[1] == "ack", "why")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(mode=st.sampled_from([ROUND_ROBIN, ROUND_ROBIN, PUSH_ALL, BROADCAST]),
+       flow_limit=st.sampled_from([None, None, 1, 3]), most=st.sampled_from([1, 2, 4]),
+       operations=st.lists(OPERATION, min_size=20, max_size=80))
+def test_shortcuts_change_nothing_but_speed(mode, flow_limit, most, operations):
+    fast, plain = World(True, mode, flow_limit, most), World(False, mode, flow_limit, most)
+    live = {fast: [], plain: []}
+    for step, operation in enumerate(operations):
+        for world in (fast, plain):
+            run(world, operation, live[world])
+        assert fast.log == plain.log, (step, operation)
+        assert fast.state() == plain.state(), (step, operation)
+
+
+def test_every_shortcut_is_taken_by_the_fast_queue():
+    """The property above only proves something if the fast queue does take its shortcuts:
+    each one is hit by a plain scenario, and never by the plain queue."""
+    taken = {}
+    for shortcuts in (True, False):
+        broker = Broker(FakeClock())
+        hits = taken[shortcuts] = set()
+        rr, push = broker.queue("rr", shortcuts=shortcuts), broker.queue(
+            "push", mode=PUSH_ALL, shortcuts=shortcuts)
+        filtered = broker.queue("filtered", shortcuts=shortcuts)
+        for queue, name in ((rr, "direct"), (push, "fanout"), (filtered, "first_match")):
+            queue.put = _spy(queue.put, hits, name)     # the plain path
+        client = Client("c", "t")
+        broker.add_consumer(rr, Consumer("1", client, lambda c, e: None))
+        broker.add_consumer(push, Consumer("2", client, lambda c, e: None))
+        broker.add_consumer(filtered, Consumer("3", client, lambda c, e: None,
+                                               filter=re.compile("a")))
+        for queue in (rr, push, filtered):
+            queue.put_message(Message("m", "a", (b"x",)))
+        del rr.put
+        client.pause()                     # a backlog for a lone consumer: _drain
+        rr.put_message(Message("n", "a", (b"x",)))
+        rr._drain = _spy(rr._drain, hits, "drain")
+        client.resume()
+    assert taken[True] == {"drain"}
+    assert taken[False] == {"direct", "fanout", "first_match"}
+
+
+def _spy(fn, hits, name):
+    def spy(*args, **kwargs):
+        hits.add(name)
+        return fn(*args, **kwargs)
+    return spy
