@@ -22,9 +22,10 @@ from mqksbridge.protocols.mqks.framing import LineFramer, LineTooLong
 from mqksbridge.protocols.mqks.masks import apply_rebind
 from mqksbridge.protocols.mqks.replies import (error, error_id, ok, update, update_payload,
                                     when_unused_equal)
-from mqksbridge.protocols.mqks.requests import (MqksArgumentError, MqksRequestError, parse_ack,
-                                     parse_consume, parse_eval, parse_publish,
-                                     parse_rebind, parse_request)
+from mqksbridge.protocols.mqks.requests import (MqksArgumentError, MqksRequestError,
+                                                fast_request, parse_ack, parse_consume,
+                                                parse_eval, parse_publish, parse_rebind,
+                                                parse_request)
 from mqksbridge.protocols.mqks.safe_eval import EvalError, eval_reply
 from mqksbridge.bridge.mqks.stats import eval_names
 
@@ -296,19 +297,14 @@ class MqksConnection(protocol.Protocol):
         published = 0                        # admin counter, added once per read
         try:
             for line in lines:
-                # Fast paths for plain publish and ack; anything unusual takes the full parser.
-                parts = line.split(b" ", 3)
-                if (len(parts) == 4 and parts[2] != b"--confirm" and line[-1] > 32
-                        and b"\t" not in line):
-                    action = parts[1]
-                    if action == b"publish":
-                        published += 1
-                        publish(self, parts[0], parts[2], parts[3])
-                        continue
-                    if action == b"ack":
-                        ack(parts[2], parts[3])
-                        continue
-                handle(self, line)
+                parts = fast_request(line)
+                if parts is None:
+                    handle(self, line)
+                elif parts[1] == b"publish":
+                    published += 1
+                    publish(self, parts[0], parts[2], parts[3])
+                else:
+                    ack(parts[2], parts[3])
         finally:
             self.traffic.messages_in += published
         if too_long:

@@ -45,6 +45,19 @@ def parse_request(line):
     return req_id, action, data, False
 
 
+def fast_request(line):
+    """The two requests that are nearly all the traffic, in one split: a plain `publish`
+    or `ack` (no `--confirm`, no TAB, no trailing whitespace) as the parts
+    `[req_id, action, event or consumer id, body or message id]`; None for any other
+    line, which takes `parse_request`. Tests hold it equal to parse_request followed by
+    parse_publish or parse_ack."""
+    parts = line.split(b' ', 3)
+    if (len(parts) == 4 and parts[2] != b'--confirm' and line[-1] > 32 and 9 not in line
+            and (parts[1] == b'publish' or parts[1] == b'ack')):
+        return parts
+    return None
+
+
 def parse_publish(data):
     """`event data...` -> `(event, body)`; the body keeps inner and leading spaces."""
     event, sep, body = data.partition(b' ')

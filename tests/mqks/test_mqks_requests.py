@@ -3,10 +3,10 @@
 import math
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from mqksbridge.protocols.mqks.requests import (
-    MqksArgumentError, MqksRequestError, parse_ack, parse_consume, parse_eval,
+    MqksArgumentError, MqksRequestError, fast_request, parse_ack, parse_consume, parse_eval,
     parse_publish, parse_rebind, parse_request)
 
 
@@ -137,3 +137,44 @@ def test_mqks_eval_worker_prefix():
     for bad in (b'--worker=1 x', b'--worker=0', b'--worker=abc x', b'--worker= x', b'--worker=0_0 x'):
         with pytest.raises(MqksArgumentError):
             parse_eval(bad)
+
+
+# Lines made of the bytes and tokens that decide the fast path, so that it is often taken.
+TOKEN = st.one_of(st.sampled_from([b'publish', b'ack', b'--confirm', b'--all', b'', b'e', b'm1',
+                                   b' ', b'\t', b'x\ty', b'\r', b'\x0b', b'\x00', b'e ']),
+                  st.binary(max_size=6))
+ACTION = st.sampled_from([b'publish', b'ack', b'reject', b'publish ', b'ack\t'])
+LINE = st.one_of(st.tuples(TOKEN, ACTION, TOKEN, TOKEN).map(b' '.join),
+                 st.lists(TOKEN, min_size=1, max_size=7).map(b' '.join),
+                 st.binary(max_size=30)).filter(lambda line: b'\n' not in line)
+
+
+@settings(max_examples=1000)
+@given(LINE)
+def test_mqks_fast_request_is_parse_request(line):
+    """Whatever fast_request takes, the plain parsers read the same way."""
+    parts = fast_request(line)
+    if parts is None:
+        return
+    req_id, action, data, confirm = parse_request(line)
+    assert (req_id, action, confirm) == (parts[0], parts[1], False)
+    if action == b'publish':
+        assert parse_publish(data) == (parts[2], parts[3])
+    else:
+        assert action == b'ack'
+        assert parse_ack(data) == (parts[2], None if parts[3] == b'--all' else parts[3])
+
+
+@pytest.mark.parametrize('line, parts', [
+    (b'm1 publish ev some data', [b'm1', b'publish', b'ev', b'some data']),
+    (b'm1 publish ev  x', [b'm1', b'publish', b'ev', b' x']),
+    (b'a1 ack c1 m1', [b'a1', b'ack', b'c1', b'm1']),
+    (b'a1 ack c1 --all', [b'a1', b'ack', b'c1', b'--all']),
+    (b'm1 publish --confirm ev d', None),         # confirmed: parse_request
+    (b'm1 publish ev d ', None),                  # trailing whitespace: rstrip
+    (b'm1 publish ev\td', None),                  # TAB: an error reply
+    (b'm1 publish ev', None),                     # no body: an error reply
+    (b'r1 reject c1 m1', None),
+])
+def test_mqks_fast_request_takes_the_plain_requests(line, parts):
+    assert fast_request(line) == parts
