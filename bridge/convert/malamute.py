@@ -1,10 +1,10 @@
 """Core Message <-> Malamute DELIVER frames (docs/mapping.md "to Malamute").
 
-Malamute publishes carry their finished DELIVER header in `Message.raw`: the SEND header
-already holds the DELIVER's trailing fields in the same order, so the publisher builds
-the header once and every reader relays it with the content frames untouched. Each kind
-of DELIVER has its own `raw_door` tag, because a stream message can reach a queue (the
-shared namespace) and must then leave as a SERVICE-DELIVER.
+Malamute publishes carry their finished DELIVER header in `Message.raw` (the session
+builds it once per SEND header: protocols.malamute.session.Send.deliver), so every
+reader relays it with the content frames untouched. Each kind of DELIVER has its own
+`raw_door` tag, because a stream message can reach a queue (the shared namespace) and
+must then leave as a SERVICE-DELIVER.
 
 Foreign messages: sender = the publisher's client id, subject = subject, tracker = the
 tracker the publisher gave (a Twino direct message's id), content = the frames. Malamute has
@@ -19,19 +19,6 @@ from mqksbridge.protocols.malamute.codec import (encode_mailbox_deliver, encode_
 
 ORIGIN = "malamute"
 RAW_STREAM, RAW_MAILBOX, RAW_SERVICE = "malamute/stream", "malamute/mailbox", "malamute/service"
-
-_STREAM_DELIVER = b"\xaa\xa8\x08"
-_MAILBOX_DELIVER = b"\xaa\xa8\x0a"
-_SERVICE_DELIVER = b"\xaa\xa8\x0d"
-_LEN = [bytes((n,)) for n in range(256)]
-
-
-def field(text):
-    """One length-prefixed string field (at most 255 bytes)."""
-    raw = text.encode("utf-8", "surrogateescape")
-    if len(raw) > 255:
-        raise Unrepresentable(f"{text[:40]!r}... is longer than a Malamute string (255 bytes)")
-    return _LEN[len(raw)] + raw
 
 
 def refusal(message):
@@ -51,32 +38,7 @@ def _fits(message):
         raise Unrepresentable(reason)
 
 
-def stream_prefix(stream, sender):
-    """STREAM-DELIVER header up to the subject: constant per writer and stream."""
-    return _STREAM_DELIVER + field(stream) + field(sender)
-
-
-def mailbox_prefix(sender):
-    """MAILBOX-DELIVER header up to the address: constant per sending session."""
-    return _MAILBOX_DELIVER + field(sender)
-
-
-def service_prefix(sender):
-    return _SERVICE_DELIVER + field(sender)
-
-
 # -- Malamute publish -> core Message -----------------------------------------------------
-# The bytes of a SEND header after the command id are the DELIVER's fields after the sender
-# (a MAILBOX/SERVICE-SEND ends with a 4-byte timeout to cut), so the DELIVER header is the
-# session's prefix plus that slice.
-
-def stream_raw(prefix, header):
-    return prefix + header[3:]
-
-
-def deliver_header(prefix, header):
-    return prefix + header[3:-4]
-
 
 def stream_message(id, sender, subject, content, raw):
     return Message(id, subject, content, None, sender, ORIGIN, "", False, None, 0.0, raw,

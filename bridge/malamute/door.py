@@ -14,9 +14,7 @@ from twisted.logger import Logger
 from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.config import size_limit
-from mqksbridge.bridge.convert.malamute import (deliver_header, mailbox_message, mailbox_prefix,
-                                     service_message, service_prefix, stream_message,
-                                     stream_prefix, stream_raw)
+from mqksbridge.bridge.convert.malamute import mailbox_message, service_message, stream_message
 from mqksbridge.bridge.malamute.peer import Peer
 from mqksbridge.bridge.malamute.endpoints import ZmqListener
 from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
@@ -25,16 +23,13 @@ from mqksbridge.core import Client, Consumer
 from mqksbridge.core.mailbox import DROPPED
 from mqksbridge.protocols.malamute import codec, zrex
 from mqksbridge.protocols.malamute import session as ev
-from mqksbridge.protocols.malamute.codec import (COMMAND_INVALID, FAILED, MalamuteDecodeError,
-                                      encode_error, send_fields, stream_send_subject)
-from mqksbridge.protocols.malamute.session import Session
+from mqksbridge.protocols.malamute.codec import COMMAND_INVALID, FAILED, encode_error
+from mqksbridge.protocols.malamute.session import Send, Session
 
 DOOR = "malamute"
 log = Logger(namespace="mqksbridge.malamute")
 
 ERROR_500 = encode_error(COMMAND_INVALID)
-STREAM_SEND = codec.StreamSend.ID
-SERVICE_SEND = codec.ServiceSend.ID
 _SUBSCRIBE = (ev.StreamRead, ev.ServiceOffer)
 _REPLIES = {id(ev.OK): codec.OK, id(ev.PONG): codec.PONG,      # the session's replies,
             id(ev.ERROR_INVALID): ERROR_500, id(ev.ERROR_FAILED): encode_error(FAILED)}
@@ -66,8 +61,8 @@ class MalamuteDoor:
             ev.StreamRead: self._stream_read, ev.StreamCancel: self._stream_cancel,
             ev.ServiceOffer: self._service_offer, ev.Credit: self._credit,
         }
-        self._sends = {STREAM_SEND: self._stream_send,
-                       codec.MailboxSend.ID: self._mailbox_send}   # by command id
+        self._sends = {ev.STREAM: self._stream_sends, ev.MAILBOX: self._mailbox_sends,
+                       ev.SERVICE: self._service_sends}
 
     # -- input --------------------------------------------------------------------------
     def received(self, rid, frames):
@@ -77,36 +72,29 @@ class MalamuteDoor:
     def received_all(self, rid, messages):
         """The messages one read brought from `rid`, in order.
 
-        An open session passes the three SENDs straight through (STREAM-SEND once a
-        stream is chosen): they skip the state machine and the command objects, since
-        they are nearly all the traffic; SERVICE-SENDs go a run at a time. The session is
-        looked up again only after something that may have opened or ended it.
+        The SENDs, nearly all the traffic, go a run at a time: the session reads a run's
+        header once (`Session.send`) and the run's messages are published with what it
+        gave. Everything else goes through the session one command at a time. The
+        session is looked up again only after something that may have opened or ended it.
         """
         sends = self._sends
         peer = self._active(rid)
         i, count = 0, len(messages)
         while i < count:
             frames = messages[i]
-            i += 1
-            head = frames[0] if frames else b""
-            if peer is not None and len(head) > 2:
-                if head[2] == SERVICE_SEND:
-                    i = self._service_sends(peer, messages, i - 1)
-                    if i < 0:            # the session failed: look it up again
+            if peer is not None and frames:
+                send = peer.session.send(frames[0])
+                if send.__class__ is Send:
+                    i = sends[send.kind](peer, send, messages, i)
+                    if i < 0:                # the session failed: look it up again
                         i, peer = -i, self._active(rid)
                     continue
-                send = sends.get(head[2])
-                if send is not None and (peer.writer is not None or head[2] != STREAM_SEND):
-                    try:
-                        send(peer, head, frames)
-                        continue
-                    except MalamuteDecodeError as exc:
-                        self._malformed(exc)
-                        continue
-                    except Exception:
-                        self._failed(peer, frames)
+                if send is not None:         # refused or unreadable
+                    i += 1
+                    self._apply(rid, peer, peer.session, send)
                     peer = self._active(rid)
                     continue
+            i += 1
             self._command(rid, peer, frames)
             peer = self._active(rid)
 
@@ -118,9 +106,12 @@ class MalamuteDoor:
         return peer
 
     def _command(self, rid, peer, frames):
-        """Anything but a SEND: through the session state machine."""
+        """Anything but a run of SENDs an open session takes: through the session."""
         session = Session() if peer is None else peer.session
-        outcome = session.receive_frames(frames)
+        self._apply(rid, peer, session, session.receive_frames(frames))
+
+    def _apply(self, rid, peer, session, outcome):
+        """Send the session's reply, then act on its events."""
         if outcome.error is not None:
             self._malformed(outcome.error)
             return
@@ -136,13 +127,13 @@ class MalamuteDoor:
             if peer is None:                 # only an OPEN leaves the start state
                 self._open(rid, session, event.address)
             else:
-                self._guarded(self._handlers[event.__class__], peer, event, frames[0])
+                self._guarded(self._handlers[event.__class__], peer, event)
 
-    def _guarded(self, handler, peer, command, header):
+    def _guarded(self, handler, peer, event):
         try:
-            handler(peer, command, header)
+            handler(peer, event)
         except Exception:
-            self._failed(peer, command)
+            self._failed(peer, event)
 
     def _failed(self, peer, command):
         """A bug costs this session, never the broker (called inside an `except`)."""
@@ -185,8 +176,6 @@ class MalamuteDoor:
         self.broker.connect(client)
         peer = self.peers[rid] = Peer(self, rid, session, client, address, self.generation)
         peer.traffic = self.transport.attach_client(rid, client) or peer.traffic
-        peer.mail_prefix = mailbox_prefix(address)
-        peer.service_prefix = service_prefix(address)
         self.counters["opened"] += 1
         if address:
             old = self.owners.get(address)
@@ -198,7 +187,7 @@ class MalamuteDoor:
             self.owners[address] = peer
             self.broker.mailbox(address).attach(client, peer.mailbox)
 
-    def end(self, peer, event=None, header=None):
+    def end(self, peer, event=None):
         """Forget a session: offers, reads and mailbox go; unsent requests are requeued."""
         if peer.gone:
             return
@@ -221,7 +210,7 @@ class MalamuteDoor:
         each(log, "malamute session gone", (lambda: peer.session.expire("vanished"),
                                             lambda: self.end(peer)))
 
-    def _credit(self, peer, event, header):
+    def _credit(self, peer, event):
         """Ignored (like the original) unless enabled: then the client's service offers
         only take as many requests as it granted."""
         if not self.credit:
@@ -231,86 +220,94 @@ class MalamuteDoor:
             consumer.add_credit(event.amount)
 
     # -- streams ------------------------------------------------------------------------
-    def _stream_write(self, peer, command, header):
-        peer.writer = self.broker.stream(command.stream)
-        peer.stream_prefix = stream_prefix(command.stream, peer.address)
-        peer.last_stream = (None,)
+    def _stream_write(self, peer, event):
+        self.broker.stream(event.stream)
 
-    def _stream_read(self, peer, command, header):
-        patterns = peer.reads.setdefault(command.stream, set())
-        if command.pattern in patterns:
+    def _stream_read(self, peer, event):
+        patterns = peer.reads.setdefault(event.stream, set())
+        if event.pattern in patterns:
             return
-        stream = self.broker.stream(command.stream)
-        stream.add_reader(peer.client, command.pattern,
-                          zrex.compile(command.pattern, self.max_subject), peer.stream)
-        patterns.add(command.pattern)
+        stream = self.broker.stream(event.stream)
+        stream.add_reader(peer.client, event.pattern,
+                          zrex.compile(event.pattern, self.max_subject), peer.stream)
+        patterns.add(event.pattern)
         peer.subscriptions += 1
-        peer.client.streams.add(command.stream)
+        peer.client.streams.add(event.stream)
 
-    def _stream_cancel(self, peer, command, header):
-        self.broker.stream(command.stream).remove_readers(peer.client)
-        peer.client.streams.discard(command.stream)
-        peer.subscriptions -= len(peer.reads.pop(command.stream, ()))
+    def _stream_cancel(self, peer, event):
+        self.broker.stream(event.stream).remove_readers(peer.client)
+        peer.client.streams.discard(event.stream)
+        peer.subscriptions -= len(peer.reads.pop(event.stream, ()))
 
-    def _stream_send(self, peer, header, frames):
-        if header != peer.last_stream[0]:
-            peer.last_stream = (header, stream_send_subject(header),
-                                stream_raw(peer.stream_prefix, header))
-        _, subject, raw = peer.last_stream
-        peer.traffic.messages_in += 1
-        peer.writer.publish(stream_message(self._id(), peer.address, subject,
-                                           tuple(frames[1:]), raw), peer.client)
+    def _stream_sends(self, peer, send, messages, i):
+        """messages[i] and the STREAM-SENDs after it with the same header, published to
+        the session's stream. Returns the index after the run (negated when the session
+        failed on the way)."""
+        publish, new_id = self.broker.stream(send.target).publish, self._id
+        header, sender, subject, raw = send.header, peer.address, send.subject, send.deliver
+        client = peer.client
+        start, count = i, len(messages)
+        while i < count:
+            frames = messages[i]
+            if not frames or frames[0] != header:
+                break
+            i += 1
+            try:
+                publish(stream_message(new_id(), sender, subject, tuple(frames[1:]), raw),
+                        client)
+            except Exception:
+                self._failed(peer, frames)
+                return -i
+        peer.traffic.messages_in += i - start
+        return i
 
     # -- mailboxes ------------------------------------------------------------------------
     def _expiry(self, timeout):
         return self.broker.clock.now() + timeout / 1000.0 if timeout else None
 
-    def _mailbox_send(self, peer, header, frames):
-        last = peer.last_send
-        if last[0] != header or last[1] is not peer.mail_prefix:
-            last = self._fields(peer, header, peer.mail_prefix)
-        address, subject, tracker, timeout, raw = last[2:]
-        peer.traffic.messages_in += 1
+    def _mailbox_sends(self, peer, send, messages, i):
+        """messages[i] and the MAILBOX-SENDs after it with the same header, into the
+        mailbox they name. Returns the index after the run (negated when the session
+        failed on the way)."""
+        address, header = send.target, send.header
         mailbox = self.broker.mailbox(address)
-        message = mailbox_message(self._id(), peer.address, subject, tracker,
-                                  tuple(frames[1:]), raw, self._expiry(timeout))
-        if mailbox.send(message) == DROPPED:
-            self.counters["mailbox_dropped"] += 1
-            self.losses["mail over the limit of mailbox", address] += 1
-        elif (self.mailbox_warn is not None and mailbox.bytes > self.mailbox_warn
-              and mailbox.name not in self._warned):
+        mail, new_id, sender = mailbox.send, self._id, peer.address
+        subject, tracker, raw = send.subject, send.tracker, send.deliver
+        expires_at = self._expiry(send.timeout) if send.timeout else None
+        start, count = i, len(messages)
+        while i < count:
+            frames = messages[i]
+            if not frames or frames[0] != header:
+                break
+            i += 1
+            try:
+                if mail(mailbox_message(new_id(), sender, subject, tracker, tuple(frames[1:]),
+                                        raw, expires_at)) == DROPPED:
+                    self.counters["mailbox_dropped"] += 1
+                    self.losses["mail over the limit of mailbox", address] += 1
+            except Exception:
+                self._failed(peer, frames)
+                return -i
+        if (self.mailbox_warn is not None and mailbox.bytes > self.mailbox_warn
+                and mailbox.name not in self._warned):
             self._warned.add(mailbox.name)
             log.warn("malamute mailbox {name!r} holds {size} bytes", name=mailbox.name,
                      size=mailbox.bytes)
-
-    @staticmethod
-    def _fields(peer, header, prefix):
-        """(header, prefix, address, subject, tracker, timeout, DELIVER header) for a SEND.
-        A sender repeats the same header (service, subject, tracker, timeout) far more
-        often than not, so the last one is kept per peer (and per kind: `prefix`)."""
-        peer.last_send = (header, prefix, *send_fields(header), deliver_header(prefix, header))
-        return peer.last_send
+        peer.traffic.messages_in += i - start
+        return i
 
     # -- services -------------------------------------------------------------------------
-    def _service_sends(self, peer, messages, i):
-        """messages[i], a SERVICE-SEND, and the ones after it with the same header (a
-        client sends bursts of requests to one service): the fields, the queue and the
-        expiry once per run. Returns the index after the run, negated when the session
-        failed on the way."""
-        header = messages[i][0]
-        last = peer.last_send
-        if last[0] != header or last[1] is not peer.service_prefix:
-            try:
-                last = self._fields(peer, header, peer.service_prefix)
-            except MalamuteDecodeError as exc:
-                self._malformed(exc)
-                return i + 1
-        service, subject, tracker, timeout, raw = last[2:]
+    def _service_sends(self, peer, send, messages, i):
+        """messages[i] and the SERVICE-SENDs after it with the same header (a client sends
+        bursts of requests to one service): the queue and the expiry once per run.
+        Returns the index after the run, negated when the session failed on the way."""
+        service, header = send.target, send.header
         queue = self.broker.queues.get(service)
         if queue is None:
             queue = self.broker.queue(service)
         put, new_id, sender, client = queue.put_message, self._id, peer.address, peer.client
-        expires_at = self._expiry(timeout) if timeout else None
+        subject, tracker, raw = send.subject, send.tracker, send.deliver
+        expires_at = self._expiry(send.timeout) if send.timeout else None
         start, count = i, len(messages)
         while i < count:
             frames = messages[i]
@@ -330,17 +327,17 @@ class MalamuteDoor:
         peer.traffic.messages_in += i - start
         return i
 
-    def _service_offer(self, peer, command, header):
+    def _service_offer(self, peer, event):
         """The OK is out first, so the new offer may then pick up waiting requests."""
-        key = (command.service, command.pattern)
+        key = (event.service, event.pattern)
         if key not in peer.offers:
             consumer = Consumer(f"{peer.client.id}/{len(peer.offers)}", peer.client,
                                 peer.service,
-                                filter=zrex.compile(command.pattern, self.max_subject),
+                                filter=zrex.compile(event.pattern, self.max_subject),
                                 credit=0 if peer.credit else None)
             peer.offers[key] = consumer
             peer.subscriptions += 1
-            self.broker.add_consumer(self.broker.queue(command.service), consumer)
+            self.broker.add_consumer(self.broker.queue(event.service), consumer)
 
     # -- time -------------------------------------------------------------------------------
     def _expire(self, peer):

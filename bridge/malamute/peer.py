@@ -19,9 +19,8 @@ from mqksbridge.bridge.traffic import Traffic
 
 
 class Peer:
-    __slots__ = ("rid", "door", "session", "client", "address", "seen", "writer", "stream_prefix",
-                 "mail_prefix", "service_prefix", "offers", "credit", "gone", "last_stream",
-                 "last_send", "traffic", "reads", "subscriptions")
+    __slots__ = ("rid", "door", "session", "client", "address", "seen", "offers", "credit",
+                 "gone", "traffic", "reads", "subscriptions")
 
     def __init__(self, door, rid, session, client, address, seen):
         self.rid = rid
@@ -30,17 +29,11 @@ class Peer:
         self.client = client
         self.address = address
         self.seen = seen              # the door's sweep generation at the last frame
-        self.writer = None            # core Stream set by STREAM-WRITE
-        self.stream_prefix = None     # STREAM-DELIVER header up to the subject
-        self.mail_prefix = None       # filled by the door: MAILBOX-DELIVER up to address
-        self.service_prefix = None
         self.offers = {}              # (service, pattern) -> Consumer
         self.reads = {}               # stream name -> {pattern}
         self.subscriptions = 0        # patterns in reads + offers (door.max_subscriptions)
         self.credit = False           # the client opted into credit-based service flow
         self.gone = False
-        self.last_stream = (None,)    # the last STREAM-SEND header and what it decoded to
-        self.last_send = (None, None)  # the same for MAILBOX/SERVICE-SEND (see the door)
         self.traffic = Traffic("malamute", address, None, None, None, 0.0)  # the door sets
         # the connection's own once the session is attached to it (admin counters)
 

@@ -6,8 +6,11 @@ only, by the content frames.  Strings carry a 1-byte length, numbers are
 big-endian.  ``schema.py`` describes the same layout with ``construct``; the
 property tests hold the two equal, so this module may stay fast and terse.
 
-Decoding is strict (the real codec silently runs half-parsed commands and dies
-on stray frames; we refuse them with one exception type instead).  Strings are
+Decoding is liberal where malamute 1.2 is and strict where it breaks: bytes after
+a command's last field and frames after a command that carries no content are
+ignored (a newer client may add fields), while a field that runs past the end of
+the header is refused with one exception type (the real codec runs such a
+half-parsed command with stale values).  Strings are
 ``str`` decoded as UTF-8 with ``surrogateescape``, so any byte string survives
 a round trip.  Encoders accept ``str`` or ``bytes`` and, like the C setter,
 truncate a string field at 255 bytes rather than emit a malformed header.
@@ -190,6 +193,9 @@ def _u32(h, pos):
     return _U32.unpack_from(h, pos)[0], pos + 4
 
 
+# Each reads its command's fields from the header after the id, and whatever follows them
+# is left unread (ignored, as malamute does).
+
 def _open(h):
     protocol, pos = _text(h, 3)
     if protocol != "MALAMUTE":
@@ -197,64 +203,56 @@ def _open(h):
     version, pos = _u16(h, pos)
     if version != VERSION:
         raise MalamuteDecodeError("unsupported version %d" % version)
-    address, pos = _text(h, pos)
-    return (address,), pos
+    return (_text(h, pos)[0],)
 
 
 def _none(h):
-    return (), 3
+    return ()
 
 
 def _one(h):
-    a, pos = _text(h, 3)
-    return (a,), pos
+    return (_text(h, 3)[0],)
 
 
 def _two(h):
     a, pos = _text(h, 3)
-    b, pos = _text(h, pos)
-    return (a, b), pos
+    return (a, _text(h, pos)[0])
 
 
 def _three(h):
     a, pos = _text(h, 3)
     b, pos = _text(h, pos)
-    c, pos = _text(h, pos)
-    return (a, b, c), pos
+    return (a, b, _text(h, pos)[0])
 
 
 def _four(h):
     a, pos = _text(h, 3)
     b, pos = _text(h, pos)
     c, pos = _text(h, pos)
-    d, pos = _text(h, pos)
-    return (a, b, c, d), pos
+    return (a, b, c, _text(h, pos)[0])
 
 
 def _send(h):
     address, pos = _text(h, 3)
     subject, pos = _text(h, pos)
     tracker, pos = _text(h, pos)
-    timeout, pos = _u32(h, pos)
-    return (address, subject, tracker, timeout), pos
+    return (address, subject, tracker, _u32(h, pos)[0])
 
 
 def _status(h):
     code, pos = _u16(h, 3)
-    reason, pos = _text(h, pos)
-    return (code, reason), pos
+    return (code, _text(h, pos)[0])
 
 
 def _credit(h):
-    amount, pos = _u16(h, 3)
-    return (amount,), pos
+    return (_u16(h, 3)[0],)
 
 
 def _confirm(h):
     tracker, pos = _text(h, 3)
     code, pos = _u16(h, pos)
-    reason, pos = _text(h, pos)
-    return (tracker, code, reason), pos
+    return (tracker, code, _text(h, pos)[0])
+
 
 
 _FIELDS = {
@@ -283,21 +281,18 @@ def decode(frames):
     if entry is None:
         raise MalamuteDecodeError("unknown command id %d" % h[2])
     cls, fields, has_content = entry
-    values, end = fields(h)
-    if end != len(h):
-        raise MalamuteDecodeError("%d trailing bytes after %s" % (len(h) - end, cls.__name__))
+    values = fields(h)               # bytes after the last field are ignored, as malamute
     if has_content:
         return cls(*values, tuple(frames[1:]))
-    if len(frames) != 1:
-        raise MalamuteDecodeError("%d extra frames after %s" % (len(frames) - 1, cls.__name__))
-    return cls(*values)
+    return cls(*values)              # and so are frames after a command without content
 
 
 def send_fields(h):
-    """(address, subject, tracker, timeout) of a MAILBOX-SEND or SERVICE-SEND header.
+    """(address, subject, tracker, timeout, end) of a MAILBOX-SEND or SERVICE-SEND header,
+    `end` being where the tracker ends (the timeout follows).
 
-    The door's hot path: what `decode` yields for these two commands, without building a
-    command or copying the content frames (tests hold the two equal).
+    The hot path of `decode` for these two commands, without building a command or copying
+    the content frames (tests hold the two equal).
     """
     try:
         if h[0] != 0xAA or h[1] != 0xA8:
@@ -307,18 +302,20 @@ def send_fields(h):
         c = b + 1 + h[b]
     except IndexError:
         raise MalamuteDecodeError("truncated SEND header") from None
-    if c + 4 != len(h):
+    if c + 4 > len(h):
         raise MalamuteDecodeError("SEND header of %d bytes, fields say %d" % (len(h), c + 4))
     return (h[4:a].decode("utf-8", "surrogateescape"),
             h[a + 1:b].decode("utf-8", "surrogateescape"),
-            h[b + 1:c].decode("utf-8", "surrogateescape"), _U32.unpack_from(h, c)[0])
+            h[b + 1:c].decode("utf-8", "surrogateescape"), _U32.unpack_from(h, c)[0], c)
 
 
 def stream_send_subject(h):
-    """The subject of a STREAM-SEND header (the hot path of `decode`, held equal to it)."""
-    if len(h) < 4 or h[0] != 0xAA or h[1] != 0xA8 or len(h) != 4 + h[3]:
+    """(subject, end) of a STREAM-SEND header, `end` being where the subject ends (the hot
+    path of `decode`, held equal to it)."""
+    if len(h) < 4 or h[0] != 0xAA or h[1] != 0xA8 or len(h) < 4 + h[3]:
         raise MalamuteDecodeError("malformed STREAM-SEND header")
-    return h[4:].decode("utf-8", "surrogateescape")
+    end = 4 + h[3]
+    return h[4:end].decode("utf-8", "surrogateescape"), end
 
 
 # -- encoding ---------------------------------------------------------------
@@ -367,6 +364,21 @@ def encode_error(code, reason=""):
         return cached
     r = _b(reason)
     return [b"".join((_H[Error], _U16.pack(code), _LEN[len(r)], r))]
+
+
+def deliver_prefix(cls, *names):
+    """The start of a DELIVER header (``cls``): its id and the ``names`` that come before
+    the fields a SEND carries (STREAM-DELIVER: stream and sender; MAILBOX- and
+    SERVICE-DELIVER: sender). See ``deliver_header``."""
+    return b"".join((_H[cls], *(_LEN[len(n)] + n for n in map(_b, names))))
+
+
+def deliver_header(prefix, send_header, end):
+    """The DELIVER header for a SEND header whose fields end at ``end`` (as ``send_fields``
+    and ``stream_send_subject`` give it): a SEND's fields up to its timeout are the
+    DELIVER's last fields in the same order, so they are copied, not re-encoded. Tests
+    hold it equal to the encoders."""
+    return prefix + send_header[3:end]
 
 
 def encode_stream_deliver(address, sender, subject, content=()):

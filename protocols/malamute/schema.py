@@ -51,11 +51,11 @@ BODIES = {
     18: cs.Struct("stream" / String),                                    # STREAM-CANCEL
 }
 
+# Bytes after the last field are ignored (no Terminated), as malamute 1.2 ignores them.
 Header = cs.Struct(
     "signature" / cs.Const(b"\xaa\xa8"),
     "id" / cs.Int8ub,
     "body" / cs.Switch(cs.this.id, BODIES, default=cs.Error),
-    cs.Terminated,
 )
 
 
@@ -75,9 +75,7 @@ def parse(frames):
     values = {name: header.body[name] for name in _header_fields(cls)}
     if cls in WITH_CONTENT:
         return cls(content=tuple(frames[1:]), **values)
-    if len(frames) != 1:
-        raise MalamuteDecodeError("extra frames after %s" % cls.__name__)
-    return cls(**values)
+    return cls(**values)             # frames after a command without content are ignored
 
 
 def build(command):

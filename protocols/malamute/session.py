@@ -12,6 +12,12 @@ returns to ``start`` whenever it ends (CLOSE, a drop, or ``expire``), which
 is what "a fresh session for the next frame" means on the real broker.
 Send the reply before applying the events (the OK to an OPEN must precede
 the stored mail the Open event releases).
+
+The three SENDs are nearly all the traffic, and a client sends runs of them with
+one header. ``send(header)`` is their way in: it reads a header once, applies the
+same rules as every other command, and hands back one ``Send`` event for the run,
+content left in the caller's frames; ``receive_frames`` and ``receive`` route
+SENDs through it, so its rules hold whichever way a SEND arrives.
 """
 
 from typing import NamedTuple, Optional
@@ -42,13 +48,6 @@ class StreamWrite(NamedTuple):
     stream: str
 
 
-class StreamSend(NamedTuple):
-    """Publish to ``stream``, the session's current STREAM-WRITE stream."""
-    stream: str
-    subject: str
-    content: tuple
-
-
 class StreamRead(NamedTuple):
     stream: str
     pattern: str
@@ -58,20 +57,24 @@ class StreamCancel(NamedTuple):
     stream: str
 
 
-class MailboxSend(NamedTuple):
-    address: str
+STREAM, MAILBOX, SERVICE = c.StreamSend.ID, c.MailboxSend.ID, c.ServiceSend.ID
+
+
+class Send(NamedTuple):
+    """Publish the content frames of every message whose header frame is ``header``.
+
+    ``kind`` is STREAM, MAILBOX or SERVICE; ``target`` the stream (the session's
+    STREAM-WRITE), the mailbox address or the service. ``deliver`` is the header of
+    the DELIVER its receivers get, with this session's address as the sender: the
+    SEND's own fields, moved behind the DELIVER's, so it is built once per header.
+    """
+    kind: int
+    header: bytes
+    target: str
     subject: str
     tracker: str
     timeout: int
-    content: tuple
-
-
-class ServiceSend(NamedTuple):
-    service: str
-    subject: str
-    tracker: str
-    timeout: int
-    content: tuple
+    deliver: bytes
 
 
 class ServiceOffer(NamedTuple):
@@ -104,25 +107,31 @@ _OK = Outcome(OK)
 _PONG = Outcome(PONG)
 _UNKNOWN = Outcome(ERROR_INVALID)
 _ALL = frozenset(c.COMMANDS)
+_SENDS = frozenset((c.StreamSend, c.MailboxSend, c.ServiceSend))
+_SEND_IDS = frozenset(cls.ID for cls in _SENDS)
 _SERVER_ONLY = (c.ConnectionPong, c.Ok, c.Error, c.StreamDeliver, c.MailboxDeliver,
                 c.ServiceDeliver)
+_NO_SEND = Send(0, None, "", "", "", 0, b"")
 
 
 class Session:
     """State of one peer (one ROUTER routing id)."""
 
-    __slots__ = ("state", "address", "stream")
+    __slots__ = ("state", "address", "stream", "_last", "_stream_prefix", "_mail_prefix",
+                 "_service_prefix")
 
     def __init__(self):
-        self.state = START
-        self.address = None
-        self.stream = None
+        self._reset()
 
     def __repr__(self):
         return "<malamute.Session %s address=%r stream=%r>" % (self.state, self.address, self.stream)
 
     def receive_frames(self, frames):
         """Decode and handle; an undecodable frame gets no reply."""
+        if frames:
+            send = self.send(frames[0])
+            if send is not None:
+                return send if send.__class__ is Outcome else Outcome(events=(send,))
         try:
             command = c.decode(frames)
         except c.MalamuteDecodeError as exc:
@@ -130,10 +139,44 @@ class Session:
         return self.receive(command)
 
     def receive(self, command):
-        """Handle one decoded command and return its Outcome."""
+        """Handle one decoded command and return its Outcome (a SEND by way of `send`,
+        so that its rules live in one place)."""
+        if command.__class__ in _SENDS:
+            send = self.send(c.encode(command)[0])
+            return send if send.__class__ is Outcome else Outcome(events=(send,))
         if self.state == START:
             return self._start(command)
         return self._connected(command)
+
+    def send(self, header):
+        """A SEND's header frame: the ``Send`` to publish when the session takes it (the
+        same one again for the same header, so a run of SENDs costs one read), an
+        ``Outcome`` when it refuses it or cannot read it, None when it is no SEND."""
+        last = self._last
+        if header == last.header:
+            return last
+        if len(header) < 3 or header[2] not in _SEND_IDS:
+            return None
+        kind = header[2]
+        try:
+            if kind == STREAM:
+                subject, end = c.stream_send_subject(header)
+                target, tracker, timeout = self.stream, "", 0
+            else:
+                target, subject, tracker, timeout, end = c.send_fields(header)
+        except c.MalamuteDecodeError as exc:
+            return Outcome(error=exc)
+        if self.state == START:
+            return _UNKNOWN
+        if kind == STREAM:
+            if target is None:
+                return self._drop(ERROR_FAILED, "STREAM-SEND before STREAM-WRITE")
+            prefix = self._stream_prefix
+        else:
+            prefix = self._mail_prefix if kind == MAILBOX else self._service_prefix
+        send = self._last = Send(kind, header, target, subject, tracker, timeout,
+                                 c.deliver_header(prefix, header, end))
+        return send
 
     def expire(self, reason="expired"):
         """End the session silently (server-side expiry or address takeover)."""
@@ -143,7 +186,8 @@ class Session:
         return Outcome(events=(Drop(reason),))
 
     def _reset(self):
-        self.state, self.address, self.stream = START, None, None
+        self.state, self.address, self.stream, self._last = START, None, None, _NO_SEND
+        self._stream_prefix = self._mail_prefix = self._service_prefix = None
 
     def _drop(self, reply, reason):
         self._reset()
@@ -153,6 +197,8 @@ class Session:
         cls = command.__class__
         if cls is c.ConnectionOpen:
             self.state, self.address = CONNECTED, command.address
+            self._mail_prefix = c.deliver_prefix(c.MailboxDeliver, command.address)
+            self._service_prefix = c.deliver_prefix(c.ServiceDeliver, command.address)
             return Outcome(OK, (Open(command.address),))
         if cls is c.ConnectionClose:
             return _OK          # malamute 1.2 segfaults here; we answer and carry on
@@ -162,20 +208,13 @@ class Session:
 
     def _connected(self, command):
         cls = command.__class__
-        if cls is c.StreamSend:
-            if self.stream is None:
-                return self._drop(ERROR_FAILED, "STREAM-SEND before STREAM-WRITE")
-            return Outcome(events=(StreamSend(self.stream, command.subject, command.content),))
-        if cls is c.MailboxSend:
-            return Outcome(events=(MailboxSend(*command),))
-        if cls is c.ServiceSend:
-            return Outcome(events=(ServiceSend(*command),))
         if cls is c.ConnectionPing:
             return _PONG
         if cls is c.StreamRead:
             return Outcome(OK, (StreamRead(command.stream, command.pattern),))
         if cls is c.StreamWrite:
-            self.stream = command.stream
+            self.stream, self._last = command.stream, _NO_SEND
+            self._stream_prefix = c.deliver_prefix(c.StreamDeliver, command.stream, self.address)
             return Outcome(OK, (StreamWrite(command.stream),))
         if cls is c.StreamCancel:
             return Outcome(OK, (StreamCancel(command.stream),))

@@ -6,12 +6,12 @@ The codec-level properties run every ordered pair through these; the wire tests 
 the doors really use them.
 """
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 from mqksbridge.bridge.clients.mqks import parse_delivery
 from mqksbridge.bridge.clients.twino import crossed
 from mqksbridge.bridge.convert import malamute, mqks, twino
 from mqksbridge.protocols.malamute import codec as mlm
+from mqksbridge.protocols.malamute.session import Session
 from mqksbridge.protocols.twino.codec import Frame, MessageType, decode
 
 
@@ -118,11 +118,11 @@ class MalamuteCodec:
 
     @staticmethod
     def to_core(p):
-        send = mlm.ServiceSend("ch/1", p.subject, "trk", 0, p.frames)
-        peer = SimpleNamespace(address=p.sender, service_prefix=malamute.service_prefix(p.sender))
-        raw = malamute.deliver_header(peer.service_prefix, mlm.encode(send)[0])
-        return malamute.service_message(p.id, p.sender, send.subject, send.tracker, send.content,
-                                        raw, None)
+        session = Session()
+        session.receive(mlm.ConnectionOpen(p.sender))
+        send = session.send(mlm.encode(mlm.ServiceSend("ch/1", p.subject, "trk", 0))[0])
+        return malamute.service_message(p.id, p.sender, send.subject, send.tracker, p.frames,
+                                        send.deliver, None)
 
     @staticmethod
     def deliver(message):

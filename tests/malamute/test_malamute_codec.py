@@ -28,6 +28,8 @@ def _command(spec):
 VECTORS = [pytest.param(_frames(v["frames"]), _command(v["command"]), id=v["name"])
            for v in DATA["frames"]]
 INVALID = [pytest.param(_frames(v["frames"]), id=v["name"]) for v in DATA["invalid"]]
+LENIENT = [pytest.param(_frames(v["frames"]), _command(v["command"]), id=v["name"])
+           for v in DATA["lenient"]]
 
 
 def test_every_command_has_a_vector():
@@ -56,6 +58,12 @@ def test_invalid_frames_rejected(frames):
         codec.decode(frames)
     with pytest.raises(MalamuteDecodeError):
         schema.parse(frames)
+
+
+@pytest.mark.parametrize("frames, command", LENIENT)
+def test_trailing_bytes_and_extra_frames_are_ignored(frames, command):
+    assert codec.decode(frames) == command
+    assert schema.parse(frames) == command
 
 
 def test_known_sizes():
@@ -140,6 +148,19 @@ def test_schema_parses_what_codec_decodes(command):
     assert schema.parse(frames) == codec.decode(frames) == command
 
 
+@settings(max_examples=500)
+@given(COMMANDS, st.binary(min_size=1, max_size=8), st.lists(st.binary(max_size=4), max_size=2))
+def test_any_command_with_trailing_bytes_decodes_to_itself(command, trailing, extra):
+    """A newer client may add fields: bytes after the last field, and frames after a
+    command that carries none, are ignored by both decoders (as malamute 1.2 does)."""
+    frames = codec.encode(command)
+    frames[0] += trailing
+    if command.__class__ not in codec.WITH_CONTENT:
+        frames += extra
+    assert codec.decode(frames) == command
+    assert schema.parse(frames) == command
+
+
 def _outcome(fn, frames):
     try:
         return fn(frames)
@@ -182,8 +203,8 @@ SENDS = st.one_of(_strategy(codec.MailboxSend), _strategy(codec.ServiceSend))
 
 def _fast(header):
     if header[2:3] == bytes((codec.StreamSend.ID,)):
-        return (codec.stream_send_subject(header),)
-    return codec.send_fields(header)
+        return (codec.stream_send_subject(header)[0],)
+    return codec.send_fields(header)[:4]
 
 
 def _slow(frames):

@@ -103,11 +103,32 @@ def test_commands_that_end_a_session(door, command, reply):
 
 def test_malformed_frames_are_counted_and_ignored(door):
     opened(door, b"A", "alice")
-    for frames in ([b""], [b"\xaa"], [b"\xaa\xa9\x02"], [b"\xaa\xa8\x02", b"extra"],
+    for frames in ([b""], [b"\xaa"], [b"\xaa\xa9\x02"], [b"\xaa\xa8\x0b\x03svc", b"x"],
                    [b"\xaa\xa8\x05\x09abc"], [b"\xaa\xa8\x63"], []):
         door.received(b"A", frames)
     assert door.transport.take(b"A") == []
     assert door.counters["malformed"] == 7 and b"A" in door.peers
+
+
+def test_trailing_bytes_and_extra_frames_are_ignored(door):
+    """As malamute 1.2 does: answered as if they were absent, and never relayed."""
+    opened(door, b"W", "writer")
+    opened(door, b"R", "reader")
+    door.received(b"W", [b"\xaa\xa8\x02\x00\x01"])                       # PING + 2 bytes
+    door.received(b"W", [b"\xaa\xa8\x02", b"extra"])
+    door.received(b"R", [encode(codec.ServiceOffer("svc", ""))[0] + b"\x00", b"more"])
+    door.received(b"R", [encode(codec.StreamRead("news", ""))[0], b""])
+    door.received(b"W", [encode(codec.StreamWrite("news"))[0] + b"?"])
+    assert door.transport.take(b"W") == [PONG, PONG, OK]
+    assert door.transport.take(b"R") == [OK, OK]
+    door.received_all(b"W", [
+        [encode(codec.ServiceSend("svc", "req", "t", 0))[0] + b"\x01\x02", b"a"],
+        [encode(codec.StreamSend("s"))[0] + b"\xff", b"b"],
+        [encode(codec.MailboxSend("reader", "m", "", 0))[0] + b"new field", b"c"]])
+    assert door.transport.take(b"R") == [
+        encode(codec.ServiceDeliver("writer", "svc", "req", "t", (b"a",))),
+        encode(codec.StreamDeliver("news", "writer", "s", (b"b",))),
+        encode(codec.MailboxDeliver("writer", "reader", "m", "", (b"c",)))]
 
 
 def test_stream_relay_is_byte_exact_and_skips_the_writer(door):

@@ -1,0 +1,189 @@
+"""In-process door benchmarks: MQKS lines and Malamute frames fed straight into a door,
+no sockets and no reactor, so that a change to a door's hot path can be measured against
+another checkout in the same run (interleaved, best of N, ratios).
+
+    python -m bench.door_inproc --base /path/to/other/checkout [--runs 7] [--cases a,b]
+
+Each measurement is a fresh process with PYTHONPATH set to one checkout's `src/`; the two
+checkouts alternate, and the best rate of each is compared. Only APIs both sides have are
+used: the door classes, their entry points (`dataReceived`, `received_all`) and the codecs.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BODY = b"x" * 40
+BATCH = 256                 # lines or messages per read
+
+
+class FakeTransport:
+    """What a door's connection writes to: counts bytes, never pushes back."""
+
+    disconnecting = False
+
+    def __init__(self):
+        self.written = 0
+
+    def write(self, data):
+        self.written += len(data)
+
+    def writeSequence(self, parts):
+        self.written += sum(map(len, parts))
+
+    def registerProducer(self, producer, streaming):
+        pass
+
+    def unregisterProducer(self):
+        pass
+
+    def getPeer(self):
+        return type("Peer", (), {"host": "127.0.0.1", "port": 1})()
+
+    def getHost(self):
+        return self.getPeer()
+
+    def loseConnection(self):
+        pass
+
+    def pauseProducing(self):
+        pass
+
+    def resumeProducing(self):
+        pass
+
+
+class Turns:
+    """The reactor as the flush scheduler sees it: callLater(0) runs at run()."""
+
+    def __init__(self):
+        self.calls = []
+
+    def callLater(self, delay, fn, *args):
+        self.calls.append((fn, args))
+
+    def run(self):
+        while self.calls:
+            calls, self.calls = self.calls, []
+            for fn, args in calls:
+                fn(*args)
+
+
+def mqks(n, manual):
+    from mqksbridge.bridge.mqks.door import MqksConnection, MqksDoor
+    from mqksbridge.bridge.outbox import FlushScheduler
+    from mqksbridge.core import Broker, FakeClock
+
+    turns = Turns()
+    door = MqksDoor(Broker(FakeClock()), FlushScheduler(turns))
+    consumer, publisher = MqksConnection(door), MqksConnection(door)
+    consumer.makeConnection(FakeTransport())
+    publisher.makeConnection(FakeTransport())
+    consumer.dataReceived(b"c1 consume q ev%s\n" % (b" --manual-ack" if manual else b""))
+    turns.run()
+    chunks = [b"".join(b"m%d publish ev %s\n" % (i, BODY) for i in range(k, k + BATCH))
+              for k in range(0, n, BATCH)]
+    acks = [b"".join(b"a%d ack c1 m%d\n" % (i, i) for i in range(k, k + BATCH))
+            for k in range(0, n, BATCH)] if manual else None
+    start = time.perf_counter()
+    for k, chunk in enumerate(chunks):
+        publisher.dataReceived(chunk)
+        turns.run()
+        if acks:
+            consumer.dataReceived(acks[k])
+            turns.run()
+    seconds = time.perf_counter() - start
+    assert consumer.transport.written > n * 40, consumer.transport.written
+    return n / seconds
+
+
+class FakeRouter:
+    """The ZeroMQ ROUTER as the Malamute door sees it."""
+
+    def __init__(self):
+        self.sent = 0
+
+    def send(self, rid, frames):
+        self.sent += 1
+        return True
+
+    def busy(self, rid):
+        return False
+
+    def attach_client(self, rid, client):
+        pass
+
+
+def malamute(n, kind):
+    from mqksbridge.bridge.malamute.door import MalamuteDoor
+    from mqksbridge.core import Broker, FakeClock
+    from mqksbridge.protocols.malamute import codec
+
+    door = MalamuteDoor(Broker(FakeClock()))
+    router = door.transport = FakeRouter()
+    worker, client = b"\x00\x00\x00\x00\x01", b"\x00\x00\x00\x00\x02"
+    door.received_all(worker, [codec.encode(codec.ConnectionOpen("worker"))])
+    door.received_all(client, [codec.encode(codec.ConnectionOpen("client"))])
+    if kind == "service":
+        door.received_all(worker, [codec.encode(codec.ServiceOffer("svc", ""))])
+        message = codec.encode(codec.ServiceSend("svc", "req", "", 0, (BODY,)))
+    elif kind == "stream":
+        door.received_all(worker, [codec.encode(codec.StreamRead("news", ""))])
+        door.received_all(client, [codec.encode(codec.StreamWrite("news"))])
+        message = codec.encode(codec.StreamSend("subject", (BODY,)))
+    else:
+        message = codec.encode(codec.MailboxSend("worker", "mail", "", 0, (BODY,)))
+    batches = [[list(message) for _ in range(BATCH)] for _ in range(0, n, BATCH)]
+    before = router.sent
+    start = time.perf_counter()
+    for batch in batches:
+        door.received_all(client, batch)
+    seconds = time.perf_counter() - start
+    assert router.sent - before == len(batches) * BATCH, router.sent - before
+    return len(batches) * BATCH / seconds
+
+
+CASES = {
+    "mqks-publish": lambda n: mqks(n, False),
+    "mqks-manual-ack": lambda n: mqks(n, True),
+    "malamute-service": lambda n: malamute(n, "service"),
+    "malamute-stream": lambda n: malamute(n, "stream"),
+    "malamute-mailbox": lambda n: malamute(n, "mailbox"),
+}
+
+
+def measure(tree, case, n):
+    env = dict(os.environ, PYTHONPATH=os.path.join(tree, "src"))
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", case, "--n",
+                          str(n)], env=env, cwd=tree, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["rate"]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", help="the other checkout (its root, holding src/)")
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--n", type=int, default=200_000)
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps({"rate": CASES[args.one](args.n)}))
+        return
+    trees = {"new": ROOT, **({"base": args.base} if args.base else {})}
+    for case in args.cases.split(","):
+        best = {name: 0.0 for name in trees}
+        for _ in range(args.runs):
+            for name, tree in trees.items():          # interleaved A/B
+                best[name] = max(best[name], measure(tree, case, args.n))
+        line = "  ".join(f"{name} {rate / 1000:8.1f}k/s" for name, rate in best.items())
+        ratio = f"  new/base {best['new'] / best['base']:.3f}" if "base" in best else ""
+        print(f"{case:18} {line}{ratio}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
