@@ -147,12 +147,70 @@ def malamute(n, kind):
     return len(batches) * BATCH / seconds
 
 
+def twino(n, broadcast):
+    """A producer pushing to (jobs, 1) and a member acking every message (push), or four
+    members that do not ack (broadcast)."""
+    import copy
+
+    from twisted.internet import task
+
+    from mqksbridge.bridge.config import DEFAULTS
+    from mqksbridge.bridge.outbox import FlushScheduler
+    from mqksbridge.bridge.twino.door import TwinoConnection, TwinoDoor
+    from mqksbridge.core import Broker, FakeClock
+    from mqksbridge.protocols.twino.codec import (PROTOCOL, ContentType, Frame, MessageType,
+                                                  acknowledge, encode)
+
+    turns = Turns()
+    settings = copy.deepcopy(DEFAULTS["twino"])
+    door = TwinoDoor(Broker(FakeClock()), FlushScheduler(turns), task.Clock(), settings)
+
+    def connection(name):
+        conn = TwinoConnection(door)
+        conn.makeConnection(FakeTransport())
+        hello = Frame(MessageType.SERVER, True, message_id="h", content_type=ContentType.HELLO,
+                      content=b"CONNECT /\r\nClient-Id: %s\r\n" % name.encode())
+        conn.dataReceived(PROTOCOL + encode(hello))
+        turns.run()
+        return conn
+
+    producer = connection("producer")
+    create = Frame(MessageType.SERVER, target="jobs", content_type=ContentType.CREATE_QUEUE,
+                   headers=[("Queue-Id", "1")] + ([("Queue-Status", "Broadcast")]
+                                                  if broadcast else []),
+                   content=b'{"RequestAcknowledge": %s}' % (b"false" if broadcast else b"true"))
+    producer.dataReceived(encode(create))
+    members = [connection(f"member{k}") for k in range(4 if broadcast else 1)]
+    for member in members:
+        member.dataReceived(encode(Frame(MessageType.SERVER, target="jobs",
+                                         content_type=ContentType.JOIN)))
+    turns.run()
+    pushes = [Frame(MessageType.QUEUE_MESSAGE, message_id=f"m{i}", target="jobs",
+                    content_type=1, content=BODY) for i in range(n)]
+    chunks = [b"".join(map(encode, pushes[k:k + BATCH])) for k in range(0, n, BATCH)]
+    acks = [b"".join(encode(acknowledge(p)) for p in pushes[k:k + BATCH])
+            for k in range(0, n, BATCH)]
+    start = time.perf_counter()
+    for k, chunk in enumerate(chunks):
+        producer.dataReceived(chunk)
+        turns.run()
+        if not broadcast:
+            members[0].dataReceived(acks[k])
+            turns.run()
+    seconds = time.perf_counter() - start
+    for member in members:
+        assert member.transport.written > n * 40, member.transport.written
+    return n / seconds
+
+
 CASES = {
     "mqks-publish": lambda n: mqks(n, False),
     "mqks-manual-ack": lambda n: mqks(n, True),
     "malamute-service": lambda n: malamute(n, "service"),
     "malamute-stream": lambda n: malamute(n, "stream"),
     "malamute-mailbox": lambda n: malamute(n, "mailbox"),
+    "twino-push-ack": lambda n: twino(n, False),
+    "twino-broadcast-4": lambda n: twino(n, True),
 }
 
 

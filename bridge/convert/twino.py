@@ -9,8 +9,8 @@ raises Unrepresentable instead of being cut.
 """
 from mqksbridge.bridge.convert import Unrepresentable
 from mqksbridge.core.message import Message
-from mqksbridge.protocols.twino.codec import (MAX_NAME_BYTES, Frame, MessageType, TwinoProtocolError,
-                                   encode, encode_headers, pack_head)
+from mqksbridge.protocols.twino.codec import (MAX_NAME_BYTES, Frame, FrameTemplate, MessageType,
+                                              TwinoProtocolError, encode, encode_headers)
 
 DOOR = "twino"
 SUBJECT = "Subject"
@@ -77,14 +77,15 @@ def _encode(frame, message):
         raise Unrepresentable(str(exc)) from None
 
 
-_prefixes = {}       # (subject, origin, frame lengths, source, channel, queue id) -> frame parts
+_templates = {}      # (subject, origin, frame lengths, source, channel, queue id) -> template
 
 
 def queue_delivery(message, message_id, channel, queue_id, first, pending_ack, hide_source):
     """The QueueMessage bytes carrying any core message to a Twino consumer.
 
-    A foreign message without headers of its own (most traffic) is assembled from parts
-    cached per subject, origin, sender and queue: only the flags, the id and the body vary."""
+    A foreign message without headers of its own (most traffic) is made from a frame
+    template kept per subject, origin, sender and queue: only the flags, the id and the
+    body vary."""
     source = None if hide_source else message.sender
     if message.headers or message.origin == DOOR:
         return _encode(Frame(MessageType.QUEUE_MESSAGE, first, message.priority, 16, False,
@@ -93,32 +94,26 @@ def queue_delivery(message, message_id, channel, queue_id, first, pending_ack, h
     frames = message.frames
     key = (message.subject, message.origin, None if len(frames) == 1 else tuple(map(len, frames)),
            source, channel, queue_id)
-    parts = _prefixes.get(key)
-    if parts is None:
-        parts = _queue_parts(key, message)
-    b1, lsrc, ltgt, names = parts
+    template = _templates.get(key)
+    if template is None:
+        template = _template(key, message)
     try:
-        mid = message_id.encode("utf-8") if message_id else b""
-    except UnicodeEncodeError as exc:
+        return template.render(message_id, frames[0] if len(frames) == 1 else b"".join(frames),
+                               first, message.priority, pending_ack)
+    except (TwinoProtocolError, UnicodeEncodeError) as exc:
         raise Unrepresentable(str(exc)) from None
-    if len(mid) > MAX_NAME_BYTES:
-        raise Unrepresentable(f"message id is longer than {MAX_NAME_BYTES} bytes")
-    body = frames[0] if len(frames) == 1 else b"".join(frames)
-    head = pack_head((0x91 if first else 0x11) | (0x40 if message.priority else 0),
-                     b1 | 0x40 if pending_ack else b1, len(mid), lsrc, ltgt, queue_id, len(body))
-    return b"".join((head, mid, names, body))
 
 
-def _queue_parts(key, message):
-    """(byte 1, source and target lengths, source + target + header block) for a key of
-    queue_delivery, taken from a full encode so both stay byte-equal."""
+def _template(key, message):
+    """The frame template for a key of queue_delivery, from a full encode (so both stay
+    byte-equal)."""
     source, channel, queue_id = key[3:]
     raw = _encode(Frame(MessageType.QUEUE_MESSAGE, False, False, 16, False, False, None,
                         _source(source), channel, queue_id, None, b""), message)
-    if len(_prefixes) >= 4096:
-        _prefixes.clear()
-    parts = _prefixes[key] = (raw[1], raw[3], raw[4], raw[8:])
-    return parts
+    if len(_templates) >= 4096:
+        _templates.clear()
+    template = _templates[key] = FrameTemplate(raw)
+    return template
 
 
 def direct_delivery(message, message_id, target):

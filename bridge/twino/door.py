@@ -22,7 +22,8 @@ from mqksbridge.bridge.twino.queues import TwinoQueues
 from mqksbridge.bridge.twino.routers import TwinoRouters
 from mqksbridge.core import Client
 from mqksbridge.protocols.twino.codec import (
-    PING_BYTES, PONG_BYTES, Frame, MessageType, ResultCode, TwinoProtocolError, encode, new_id,
+    PING_BYTES, PONG_BYTES, QUEUE_MESSAGE, Frame, MessageType, ResultCode, TwinoProtocolError,
+    encode, new_id,
 )
 from mqksbridge.protocols.twino.handshake import (
     FrameReceived, Hello, PingReceived, ProtocolError, TwinoServerConnection,
@@ -183,7 +184,7 @@ class TwinoConnection(protocol.Protocol):
         i, count = 0, len(frames)
         while i < count:
             frame = frames[i]
-            if frame.type == 0x11:       # QueueMessage: pushes come in runs
+            if frame.type == QUEUE_MESSAGE:      # pushes come in runs
                 try:
                     i = push_run(self, frames, i)
                 except Exception:        # before the run began: its first frame failed

@@ -21,8 +21,8 @@ from mqksbridge.core import Consumer
 from mqksbridge.core.channel import numbered, queue_name as core_name
 from mqksbridge.core.queue import BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED
 from mqksbridge.protocols.twino.codec import (
-    FIRST_ACQUIRER, Frame, Header, MessageType, NackReason, NoContent, ResultCode,
-    TwinoProtocolError, append_headers, encode, new_id, pull_status, server_ack,
+    QUEUE_MESSAGE, Frame, Header, MessageType, NackReason, NoContent, ResultCode,
+    TwinoProtocolError, encode, new_id, pull_answer, pull_status, reflag, server_ack,
 )
 from mqksbridge.protocols.twino.models import QUEUE_STATUS_NAMES
 
@@ -35,7 +35,6 @@ CLIENT_STATUS = {0: BROADCAST, 1: PUSH_ALL, 2: ROUND_ROBIN, 3: PULL, 4: PAUSED, 
 POLICIES = ("received", "sent", "relay")
 QUEUE_DEFAULTS = {"status": 1, "request_acknowledge": True, "acknowledge_timeout": 15000,
                   "use_message_id": True}
-_PENDING_ACK = 0x4000  # byte 1 bit 0x40 in append_headers' 16-bit flag mask
 _CLEAR = {"all": "all", "high-priority": "priority", "default-priority": "regular"}
 DOOR = "twino"
 
@@ -105,9 +104,6 @@ class TwinoQueue:
         return core
 
 
-_patched = [None, 0, 0, None]   # last (raw, byte 0, byte 1, patched copy): broadcasts reuse it
-
-
 def relayed(message):
     """The delivery frame of a push to this queue, encoded once for every receiver.
 
@@ -117,7 +113,7 @@ def relayed(message):
     if type(raw) is tuple:
         frame, wire_id, source, ack = raw
         try:
-            raw = encode(Frame(0x11, True, frame.high_priority, frame.ttl,
+            raw = encode(Frame(QUEUE_MESSAGE, True, frame.high_priority, frame.ttl,
                                frame.pending_response, ack, wire_id, source, frame.target,
                                frame.content_type, frame.headers, frame.content))
         except TwinoProtocolError as exc:
@@ -145,18 +141,7 @@ def deliver(consumer, entry):
                 raw = relayed(message)
             except Unrepresentable as exc:
                 return undeliverable(consumer, entry, exc.reason)
-            b0, b1 = raw[0], raw[1]
-            n0 = b0 | 0x80 if entry.deliveries == 1 else b0 & 0x7F
-            n1 = b1 | 0x40 if consumer.manual_ack else b1 & 0xBF
-            if n0 != b0 or n1 != b1:
-                memo = _patched
-                if memo[0] is raw and memo[1] == n0 and memo[2] == n1:
-                    raw = memo[3]            # the same variant for the next of many receivers
-                else:
-                    patched = bytes((n0, n1)) + raw[2:]
-                    memo[:] = (raw, n0, n1, patched)
-                    raw = patched
-            conn.write(raw)
+            conn.write(reflag(raw, entry.deliveries == 1, consumer.manual_ack))
         else:
             try:
                 conn.write(queue_delivery(message, conn.wire_id(message.id), state.channel,
@@ -404,7 +389,8 @@ class TwinoQueues:
         start, count = i, len(frames)
         while i < count:
             frame = frames[i]
-            if frame.type != 0x11 or frame.target is not target or frame.content_type != queue_id:
+            if (frame.type != QUEUE_MESSAGE or frame.target is not target
+                    or frame.content_type != queue_id):
                 break
             i += 1
             try:
@@ -471,7 +457,7 @@ class TwinoQueues:
             if code:
                 continue
             copy_id = parts[2] if len(parts) > 2 and parts[2] else new_id()
-            copy = Frame(0x11, False, frame.high_priority, 16, False, False, copy_id,
+            copy = Frame(QUEUE_MESSAGE, False, frame.high_priority, 16, False, False, copy_id,
                          frame.source, copy_state.channel, copy_state.id, headers, frame.content)
             self.push_copy(conn, copy, copy_state)
 
@@ -528,21 +514,15 @@ class TwinoQueues:
         out = conn.traffic.out
         for index, entry in enumerate(entries):
             out[entry.message.origin] += 1
-            extra = [(Header.REQUEST_ID, request.message_id), (Header.COUNT, str(count)),
-                     (Header.INDEX, str(index + 1))]
-            if left is not None:
-                extra += [(Header.PRIORITY_MESSAGES, str(left[index][0])),
-                          (Header.MESSAGES, str(left[index][1]))]
             message = entry.message
             try:
                 if message.raw_door is state.raw_door:
-                    write(append_headers(relayed(message), extra,
-                                         FIRST_ACQUIRER | (_PENDING_ACK if ack_bit else 0),
-                                         0 if ack_bit else _PENDING_ACK))
+                    raw = relayed(message)
                 else:
-                    write(append_headers(queue_delivery(
-                        message, conn.wire_id(message.id), state.channel, state.id, True,
-                        ack_bit, state.hide_names), extra, 0, 0))
+                    raw = queue_delivery(message, conn.wire_id(message.id), state.channel,
+                                         state.id, True, ack_bit, state.hide_names)
+                write(pull_answer(raw, request.message_id, count, index + 1,
+                                  None if left is None else left[index], ack_bit))
             except Unrepresentable as exc:
                 undeliverable(consumer, entry, exc.reason)
         write(encode(pull_status(request, NoContent.END)))

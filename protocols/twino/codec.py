@@ -27,6 +27,9 @@ PENDING_RESPONSE = 0x80
 PENDING_ACK = 0x40
 HAS_HEADER = 0x20
 
+_NOT_FIRST_ACQUIRER = 0xFF ^ FIRST_ACQUIRER
+_NOT_PENDING_ACK = 0xFF ^ PENDING_ACK
+
 PING_BYTES = b"\x89\xff\x00\x00\x00\x00\x00\x00"
 PONG_BYTES = b"\x8a\xff\x00\x00\x00\x00\x00\x00"
 
@@ -61,6 +64,9 @@ class MessageType(enum.IntEnum):
     QUEUE_PULL_REQUEST = 0x15
     EVENT = 0x16
     ROUTER = 0x17
+
+
+QUEUE_MESSAGE = int(MessageType.QUEUE_MESSAGE)   # a plain int: compared once per frame
 
 
 class ContentType(enum.IntEnum):
@@ -445,12 +451,36 @@ class FrameDecoder:
         return known
 
 
-def append_headers(raw: bytes, headers, set_bits: int = 0, clear_bits: int = 0) -> bytes:
-    """An encoded frame with `headers` added after its own (pull answers), without decoding it.
+# -- changing encoded frames without decoding them ------------------------------------------
+# A relay sends one encoded frame to many receivers, each with its own FirstAcquirer and
+# PendingAcknowledge bits, and a pull answer is a stored frame with headers appended. Tests
+# hold each of these equal to decode -> change the Frame -> encode.
 
-    `set_bits`/`clear_bits` are 16-bit masks over bytes 0-1 (byte 0 in the low byte), for
-    flags such as FirstAcquirer (0x0080) or PendingAcknowledge (0x4000).
-    """
+_reflagged = [None, 0, 0, None]   # the last (frame, byte 0, byte 1, result): see reflag
+
+
+def reflag(raw: bytes, first_acquirer: bool, pending_ack: bool) -> bytes:
+    """An encoded frame with FirstAcquirer and PendingAcknowledge set as given.
+
+    The last result is kept: a broadcast sends the same variant of one frame to every
+    receiver after the first, and a copy of a large frame costs more than this check."""
+    b0, b1 = raw[0], raw[1]
+    n0 = b0 | FIRST_ACQUIRER if first_acquirer else b0 & _NOT_FIRST_ACQUIRER
+    n1 = b1 | PENDING_ACK if pending_ack else b1 & _NOT_PENDING_ACK
+    if n0 == b0 and n1 == b1:
+        return raw
+    last = _reflagged
+    if last[0] is raw and last[1] == n0 and last[2] == n1:
+        return last[3]
+    changed = bytes((n0, n1)) + raw[2:]
+    last[:] = (raw, n0, n1, changed)
+    return changed
+
+
+def append_headers(raw: bytes, headers, first_acquirer: bool | None = None,
+                   pending_ack: bool | None = None) -> bytes:
+    """An encoded frame with `headers` added after its own, and FirstAcquirer and
+    PendingAcknowledge set as given (None: left as they are)."""
     b0, b1, lid, lsrc, ltgt, ctype, n = _HEAD8.unpack_from(raw, 0)
     p = 8 + (0 if n < 253 else 2 if n == 253 else 4 if n == 254 else 8)
     q = p + lid + lsrc + ltgt
@@ -462,9 +492,63 @@ def append_headers(raw: bytes, headers, set_bits: int = 0, clear_bits: int = 0) 
         block, rest = extra, raw[q:]
     if len(block) > MAX_HEADER_BYTES:
         raise TwinoProtocolError("header block is longer than 65535 bytes")
-    flags = ((b0 | b1 << 8 | HAS_HEADER << 8) | set_bits) & ~clear_bits
-    return b"".join((bytes((flags & 0xFF, flags >> 8)), raw[2:q], _U16.pack(len(block)),
-                     block, rest))
+    if first_acquirer is not None:
+        b0 = b0 | FIRST_ACQUIRER if first_acquirer else b0 & _NOT_FIRST_ACQUIRER
+    if pending_ack is not None:
+        b1 = b1 | PENDING_ACK if pending_ack else b1 & _NOT_PENDING_ACK
+    return b"".join((bytes((b0, b1 | HAS_HEADER)), raw[2:q], _U16.pack(len(block)), block,
+                     rest))
+
+
+def pull_headers(request_id: str, count: int, index: int,
+                 left: tuple[int, int] | None = None) -> list[tuple[str, str]]:
+    """The headers a message answering a pull carries after its own: the request, how
+    many were asked for, its place, and with `left` (Info: yes) the priority and regular
+    messages still queued."""
+    headers = [(Header.REQUEST_ID, request_id), (Header.COUNT, str(count)),
+               (Header.INDEX, str(index))]
+    if left is not None:
+        headers += [(Header.PRIORITY_MESSAGES, str(left[0])), (Header.MESSAGES, str(left[1]))]
+    return headers
+
+
+def pull_answer(raw: bytes, request_id: str, count: int, index: int,
+                left: tuple[int, int] | None = None, pending_ack: bool | None = None) -> bytes:
+    """A stored message's encoded frame as the answer to a pull: `pull_item` without
+    decoding, FirstAcquirer set (the puller is its only receiver) and PendingAcknowledge as
+    the puller acks (None: as stored)."""
+    return append_headers(raw, pull_headers(request_id, count, index, left), True, pending_ack)
+
+
+class FrameTemplate:
+    """Frames that differ only in FirstAcquirer, HighPriority, PendingAcknowledge, message
+    id and content, made from one encoded frame without an id or content (a foreign
+    message to a queue: its source, target, queue id and header block repeat)."""
+
+    __slots__ = ("b0", "b1", "lsrc", "ltgt", "content_type", "names")
+
+    def __init__(self, raw: bytes):
+        b0, b1, lid, lsrc, ltgt, ctype, n = _HEAD8.unpack_from(raw, 0)
+        if lid or n:
+            raise ValueError("a template frame has no message id and no content")
+        self.b0 = b0 & ~(FIRST_ACQUIRER | HIGH_PRIORITY)
+        self.b1 = b1 & ~PENDING_ACK
+        self.lsrc, self.ltgt, self.content_type = lsrc, ltgt, ctype
+        self.names = raw[8:]             # source, target and header block
+
+    def render(self, message_id: str | None, content: bytes, first_acquirer: bool,
+               high_priority: bool, pending_ack: bool) -> bytes:
+        """The frame's bytes; an id over 255 bytes raises TwinoProtocolError (and one that
+        is not UTF-8, UnicodeEncodeError), as encode does."""
+        mid = _name_bytes(message_id, "message id")
+        b0 = self.b0
+        if first_acquirer:
+            b0 |= FIRST_ACQUIRER
+        if high_priority:
+            b0 |= HIGH_PRIORITY
+        head = pack_head(b0, self.b1 | PENDING_ACK if pending_ack else self.b1, len(mid),
+                         self.lsrc, self.ltgt, self.content_type, len(content))
+        return b"".join((head, mid, self.names, content))
 
 
 def decode(data: bytes, apply_ttl: bool = False) -> Frame:
@@ -529,11 +613,7 @@ def pull_item(message: Frame, request_id: str, count: int, index: int,
 
     `left` = (priority messages, messages) still queued, sent when the request had Info: yes.
     """
-    headers = list(message.headers or ())
-    headers += [(Header.REQUEST_ID, request_id), (Header.COUNT, str(count)),
-                (Header.INDEX, str(index))]
-    if left is not None:
-        headers += [(Header.PRIORITY_MESSAGES, str(left[0])), (Header.MESSAGES, str(left[1]))]
+    headers = list(message.headers or ()) + pull_headers(request_id, count, index, left)
     return message.copy(headers=headers)
 
 

@@ -1,6 +1,7 @@
 """Hand codec vs construct schema, streaming decoder, limits and TTL."""
 import struct
 import tracemalloc
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -247,3 +248,46 @@ def test_large_frames_with_names_in_many_chunks():
     for start in range(0, len(raw), 900_001):
         got += decoder.feed(raw[start:start + 900_001])
     assert got == frames and decoder.buffered == 0
+
+
+# -- changing encoded frames is decode, change, encode ------------------------------------
+
+@PROPERTY
+@given(data_frames(), st.booleans(), st.booleans())
+def test_reflag_is_decode_change_encode(frame, first, ack):
+    raw = codec.encode(frame)
+    expected = codec.encode(replace(codec.decode(raw), first_acquirer=first, pending_ack=ack))
+    assert codec.reflag(raw, first, ack) == expected
+    assert codec.reflag(raw, first, ack) == expected          # the kept result, again
+    assert codec.reflag(bytes(raw), not first, ack) == codec.encode(
+        replace(frame, first_acquirer=not first, pending_ack=ack))
+
+
+@PROPERTY
+@given(data_frames(), names.filter(bool), st.integers(1, 10**6), st.integers(1, 10**6),
+       st.none() | st.tuples(st.integers(0, 10**6), st.integers(0, 10**6)),
+       st.sampled_from([None, True, False]))
+def test_pull_answer_is_pull_item_encoded(frame, request_id, count, index, left, ack):
+    raw = codec.encode(frame)
+    item = codec.pull_item(codec.decode(raw), request_id, count, index, left)
+    expected = codec.encode(replace(item, first_acquirer=True,
+                                    pending_ack=frame.pending_ack if ack is None else ack))
+    assert codec.pull_answer(raw, request_id, count, index, left, ack) == expected
+
+
+@PROPERTY
+@given(data_frames(), st.booleans(), st.booleans(), st.booleans())
+def test_frame_template_renders_what_encode_makes(frame, first, high, ack):
+    template = codec.FrameTemplate(codec.encode(replace(frame, message_id=None, content=b"")))
+    assert template.render(frame.message_id, frame.content, first, high, ack) == codec.encode(
+        replace(frame, first_acquirer=first, high_priority=high, pending_ack=ack))
+
+
+def test_frame_template_refuses_what_encode_refuses():
+    template = codec.FrameTemplate(codec.encode(Frame(MessageType.QUEUE_MESSAGE, target="q")))
+    with pytest.raises(TwinoProtocolError):
+        template.render("x" * 256, b"", False, False, False)
+    with pytest.raises(UnicodeEncodeError):
+        template.render("\udcff", b"", False, False, False)
+    with pytest.raises(ValueError):
+        codec.FrameTemplate(codec.encode(Frame(MessageType.QUEUE_MESSAGE, message_id="m")))

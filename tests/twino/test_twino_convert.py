@@ -113,7 +113,7 @@ def test_append_headers_keeps_the_frame_and_sets_flags():
         original = Frame(MessageType.QUEUE_MESSAGE, pending_ack=True, message_id="id",
                          source="s", target="t", content_type=9, headers=headers,
                          content=b"y" * 300)
-        raw = append_headers(encode(original), [("Request-Id", "r")], 0x80, 0x4000)
+        raw = append_headers(encode(original), [("Request-Id", "r")], True, False)
         frame = decode(raw)
         assert frame.headers == (headers or []) + [("Request-Id", "r")]
         assert frame.first_acquirer and not frame.pending_ack
