@@ -18,6 +18,7 @@ from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer
+from mqksbridge.protocols.mqks.errors import MqksProtocolError
 from mqksbridge.protocols.mqks.framing import LineFramer, LineTooLong
 from mqksbridge.protocols.mqks.masks import apply_rebind
 from mqksbridge.protocols.mqks.replies import (error, error_id, ok, update, update_payload,
@@ -93,7 +94,7 @@ class MqksDoor:
             if handler is None:
                 raise MqksError("unknown action %r" % action)
             handler(conn, req_id, data, confirm)
-        except (MqksArgumentError, MqksError, EvalError) as exc:
+        except (MqksProtocolError, EvalError, MqksError) as exc:
             self.fail(conn, req_id, exc, line)
         except Exception as exc:  # a bug must cost one request, not the broker
             log.failure("mqks request failed: {line!r}", line=line)

@@ -7,10 +7,12 @@ lines of any length; we cap them so one client cannot grow our memory without
 bound (see specs/mqks.md, "Where we differ").
 """
 
+from .errors import MqksProtocolError
+
 DEFAULT_MAX_LINE = 1 << 20
 
 
-class LineTooLong(Exception):
+class LineTooLong(MqksProtocolError):
     """A line (or an unterminated tail) is longer than `max_line` bytes.
 
     `lines` holds the complete lines that came before it in this chunk, so the

@@ -9,13 +9,15 @@ A parse error means the door answers `{id} error {eid}` and changes nothing.
 rest of the line is the consumer id, the queue name or the echo.
 """
 
+from .errors import MqksProtocolError
+
 CONFIRM = b'--confirm '
 WHEN_UNUSED = b'--delete-queue-when-unused'
 WHEN_UNUSED_EQ = WHEN_UNUSED + b'='
 WORKER_EQ = b'--worker='
 
 
-class MqksRequestError(ValueError):
+class MqksRequestError(MqksProtocolError):
     """The line itself is unusable; `req_id` is the id to answer with (None -> `None`)."""
 
     def __init__(self, req_id, reason):
@@ -23,7 +25,7 @@ class MqksRequestError(ValueError):
         self.req_id = req_id
 
 
-class MqksArgumentError(ValueError):
+class MqksArgumentError(MqksProtocolError):
     """The action's arguments are invalid; the door answers an error reply."""
 
 

@@ -530,7 +530,7 @@ class FrameTemplate:
     def __init__(self, raw: bytes):
         b0, b1, lid, lsrc, ltgt, ctype, n = _HEAD8.unpack_from(raw, 0)
         if lid or n:
-            raise ValueError("a template frame has no message id and no content")
+            raise TwinoProtocolError("a template frame has no message id and no content")
         self.b0 = b0 & ~(FIRST_ACQUIRER | HIGH_PRIORITY)
         self.b1 = b1 & ~PENDING_ACK
         self.lsrc, self.ltgt, self.content_type = lsrc, ltgt, ctype

@@ -178,3 +178,14 @@ def test_mqks_fast_request_is_parse_request(line):
 ])
 def test_mqks_fast_request_takes_the_plain_requests(line, parts):
     assert fast_request(line) == parts
+
+
+def test_mqks_protocol_errors_are_one_family():
+    """One `except MqksProtocolError` covers every refusal of the MQKS protocol modules."""
+    from mqksbridge.protocols.mqks.errors import MqksProtocolError
+    from mqksbridge.protocols.mqks.framing import LineFramer
+    for fail in (lambda: parse_request(b'a'), lambda: parse_publish(b'e'),
+                 lambda: parse_consume(b'q --x'), lambda: parse_eval(b'--worker=1 x'),
+                 lambda: LineFramer(4).feed(b'too long\n')):
+        with pytest.raises(MqksProtocolError):
+            fail()

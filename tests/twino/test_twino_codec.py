@@ -289,5 +289,5 @@ def test_frame_template_refuses_what_encode_refuses():
         template.render("x" * 256, b"", False, False, False)
     with pytest.raises(UnicodeEncodeError):
         template.render("\udcff", b"", False, False, False)
-    with pytest.raises(ValueError):
+    with pytest.raises(TwinoProtocolError):
         codec.FrameTemplate(codec.encode(Frame(MessageType.QUEUE_MESSAGE, message_id="m")))
