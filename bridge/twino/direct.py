@@ -11,6 +11,7 @@ from mqksbridge.bridge.convert import Unrepresentable, dropped, refusal
 from mqksbridge.bridge.convert.twino import direct_delivery, from_frame, response_delivery
 from mqksbridge.protocols.twino.codec import (Frame, MessageType, ResultCode, encode, new_id, response,
                                    server_ack)
+from mqksbridge.protocols.twino.names import target_of
 
 DIRECT = "twino-direct"
 DOOR = "twino"
@@ -24,10 +25,11 @@ class TwinoDirect:
 
     def recipients(self, target):
         """Mailboxes for a target; `@name:`/`@type:` match live clients, oldest first."""
-        if target.startswith("@name:"):
-            found = self.broker.find_clients(name=target[6:])
-        elif target.startswith("@type:"):
-            found = self.broker.find_clients(type=target[6:])
+        kind, value = target_of(target)
+        if kind == "name":
+            found = self.broker.find_clients(name=value)
+        elif kind == "type":
+            found = self.broker.find_clients(type=value)
         else:
             client = self.broker.clients.get(target)
             if client is None:

@@ -13,27 +13,14 @@ from mqksbridge.protocols.twino.models import (
     CHANNEL_OPTIONS, channel_information, client_information, json_list, node_information,
     parse_options, queue_information, queue_status_from_header,
 )
-from mqksbridge.bridge.twino.queues import STATUS_MODES, valid_name
+from mqksbridge.protocols.twino.names import name_matches, valid_name
+from mqksbridge.bridge.twino.queues import STATUS_MODES
 
 OK, NOT_FOUND, DUPLICATE = ResultCode.OK, ResultCode.NOT_FOUND, ResultCode.DUPLICATE
 OPTION_NAMES = CHANNEL_OPTIONS + ["MessageSizeLimit"]
 # Operations upstream allows without an admin authorization.
 OPEN_OPERATIONS = {ContentType.JOIN, ContentType.LEAVE, ContentType.CREATE_CHANNEL,
                    ContentType.CREATE_QUEUE, ContentType.UPDATE_QUEUE}
-
-
-def name_matches(pattern, value):
-    """Twino list filters: `*x*` contains, `*x` ends with, `x*` starts with, else equal."""
-    if not pattern:
-        return True
-    value = value or ""
-    if len(pattern) > 1 and pattern[0] == "*" and pattern[-1] == "*":
-        return pattern[1:-1] in value
-    if pattern[0] == "*":
-        return value.endswith(pattern[1:])
-    if pattern[-1] == "*":
-        return value.startswith(pattern[:-1])
-    return value == pattern
 
 
 def _ms(seconds):

@@ -24,17 +24,13 @@ from mqksbridge.protocols.twino.codec import (
     QUEUE_MESSAGE, Frame, Header, MessageType, NackReason, NoContent, ResultCode,
     TwinoProtocolError, encode, new_id, pull_answer, pull_status, reflag, server_ack,
 )
-from mqksbridge.protocols.twino.models import QUEUE_STATUS_NAMES
+from mqksbridge.protocols.twino.models import (CHANNEL_DEFAULTS, QUEUE_DEFAULTS,
+                                               QUEUE_STATUS_NAMES, status_from_option)
+from mqksbridge.protocols.twino.names import valid_name
 
-# Index = the server's QueueStatus number.
+# The core mode of each Twino queue status (index = the server's QueueStatus number).
 STATUS_MODES = (BROADCAST, PUSH_ALL, ROUND_ROBIN, PULL, CACHE, PAUSED, STOPPED)
-# The stock client numbers statuses without Cache (4 paused, 5 stopped): we read option JSON
-# that way (upstream bug B8 turns a client's "paused" into cache). Cache is the header's word.
-CLIENT_STATUS = {0: BROADCAST, 1: PUSH_ALL, 2: ROUND_ROBIN, 3: PULL, 4: PAUSED, 5: STOPPED,
-                 6: STOPPED}
 POLICIES = ("received", "sent", "relay")
-QUEUE_DEFAULTS = {"status": 1, "request_acknowledge": True, "acknowledge_timeout": 15000,
-                  "use_message_id": True}
 _CLEAR = {"all": "all", "high-priority": "priority", "default-priority": "regular"}
 DOOR = "twino"
 
@@ -75,7 +71,7 @@ class TwinoQueue:
         core = {}
         for key, value in options.items():
             if key == "status":
-                core["mode"] = CLIENT_STATUS.get(int(value), BROADCAST)
+                core["mode"] = STATUS_MODES[status_from_option(value)]
             elif key == "mode":
                 core["mode"] = value
             elif key == "send_only_first_acquirer":
@@ -217,12 +213,6 @@ class ProducerAck:
         return frame
 
 
-def valid_name(name):
-    """Channel names the real server accepts (no @, space, ; or *), 1 to 255 bytes."""
-    return (bool(name) and len(name.encode("utf-8")) <= 255
-            and not any(c in name for c in "@ ;*"))
-
-
 class TwinoQueues:
     """Channel/queue resolution with the real server's auto-create defaults, and the data path."""
 
@@ -252,10 +242,9 @@ class TwinoQueues:
     def create_channel(self, name, options):
         """DestroyWhenEmpty is the core channel's (the broker's sweep removes it); the other
         channel options are this door's rules for the queues its clients create."""
-        settings = {"allow_multiple_queues": True, "allowed_queues": None, "client_limit": 0,
-                    "queue_limit": 0}
+        settings = dict(CHANNEL_DEFAULTS)
         defaults = dict(QUEUE_DEFAULTS)
-        destroy = bool(options.pop("destroy_when_empty", False))
+        destroy = bool(options.pop("destroy_when_empty", settings.pop("destroy_when_empty")))
         for key, value in options.items():
             (settings if key in settings else defaults)[key] = value
         return self.broker.channel(name, defaults=defaults, attrs={"twino": settings},

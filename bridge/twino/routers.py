@@ -13,15 +13,19 @@ import json
 
 from mqksbridge.bridge.convert.twino import from_frame
 from mqksbridge.bridge.twino.direct import DIRECT
-from mqksbridge.bridge.twino.ops import name_matches
 from mqksbridge.bridge.twino.queues import core_name
 from mqksbridge.core.stream import DISTRIBUTE, ONLY_FIRST, ROUND_ROBIN
 from mqksbridge.protocols.twino.codec import Frame, Header, MessageType, NackReason, ResultCode, encode, \
     new_id, response, server_ack
-from mqksbridge.protocols.twino.models import binding_information, json_list, router_information
+from mqksbridge.protocols.twino.models import (
+    DIRECT_BINDING, QUEUE_BINDING, ROUTE_DISTRIBUTE, ROUTE_ONLY_FIRST, ROUTE_ROUND_ROBIN,
+    TAG_BINDING, binding_information, json_list, router_information,
+)
+from mqksbridge.protocols.twino.names import name_matches
 
-METHODS = (DISTRIBUTE, ROUND_ROBIN, ONLY_FIRST)
-DIRECT_BINDING, QUEUE_BINDING, TAG_BINDING = 0, 1, 3        # 2 is HTTP: not offered
+# The core stream route of each Twino route method.
+METHODS = {ROUTE_DISTRIBUTE: DISTRIBUTE, ROUTE_ROUND_ROBIN: ROUND_ROBIN,
+           ROUTE_ONLY_FIRST: ONLY_FIRST}
 
 
 class TwinoRouters:
@@ -35,7 +39,7 @@ class TwinoRouters:
         stream) is one already, distributing, with no bindings yet."""
         router = self.routers.get(name)
         if router is None and name in self.broker.streams:
-            router = self.routers[name] = {"method": 0, "bindings": []}
+            router = self.routers[name] = {"method": ROUTE_DISTRIBUTE, "bindings": []}
         return router
 
     # -- operations -----------------------------------------------------------------------------
@@ -53,7 +57,7 @@ class TwinoRouters:
         try:
             method = int((frame.header(Header.ROUTE_METHOD) or "0").strip())
             self.broker.stream(name).route = METHODS[method]
-        except (ValueError, IndexError):
+        except (ValueError, KeyError):
             return ResultCode.BAD_REQUEST
         self.routers[name] = {"method": method, "bindings": []}
         return ResultCode.OK
@@ -130,7 +134,7 @@ class TwinoRouters:
             message = from_frame(frame, message_id, client.id, name, None, None,
                                  self.door.clock())
             delivered = self.broker.stream(name).publish(message, client)
-            distribute = router["method"] == 0
+            distribute = router["method"] == ROUTE_DISTRIBUTE
             for b in router["bindings"]:
                 kind = b["binding_type"]
                 if kind == QUEUE_BINDING or (delivered and not distribute):

@@ -16,6 +16,17 @@ BROADCAST, PUSH, ROUND_ROBIN, PULL, CACHE, PAUSED, STOPPED = range(7)
 
 # The real 3.7.2 client numbers statuses without Cache (so its "Paused" 4 arrives as Cache).
 CLIENT_STATUS_NAMES = ("broadcast", "push", "roundrobin", "pull", "paused", "stopped")
+# A Status number in option JSON, read in the client's numbering (so a client asking for
+# "paused" gets paused, where upstream bug B8 gives cache), as the server's status.
+# Cache is asked for with the `Queue-Status` header.
+CLIENT_STATUS = {0: BROADCAST, 1: PUSH, 2: ROUND_ROBIN, 3: PULL, 4: PAUSED, 5: STOPPED,
+                 6: STOPPED}
+
+
+def status_from_option(value) -> int:
+    """The server status for a `Status` option number; unknown numbers mean Broadcast."""
+    return CLIENT_STATUS.get(int(value), BROADCAST)
+
 
 _STATUS_HEADER = {
     "broadcast": BROADCAST, "push": PUSH, "round": ROUND_ROBIN, "roundrobin": ROUND_ROBIN,
@@ -162,6 +173,19 @@ def event_frame(event: str, model_json: bytes, channel: str | None = None,
     return Frame(MessageType.EVENT, source=event, target=channel, content_type=queue_id,
                  content=model_json)
 
+
+# What the server gives what a client did not ask for: a new channel's own settings, and
+# the options of a queue made by join, push or pull (and the defaults a channel's options
+# override for its new queues). Keys are parse_options' names.
+CHANNEL_DEFAULTS = {"allow_multiple_queues": True, "allowed_queues": None, "client_limit": 0,
+                    "queue_limit": 0, "destroy_when_empty": False}
+QUEUE_DEFAULTS = {"status": PUSH, "request_acknowledge": True, "acknowledge_timeout": 15000,
+                  "use_message_id": True}
+
+# Router route methods (Route-Method header, RouterInformation.Method) and binding types
+# (BindingInformation.BindingType); HTTP bindings exist upstream, we do not offer them.
+ROUTE_DISTRIBUTE, ROUTE_ROUND_ROBIN, ROUTE_ONLY_FIRST = 0, 1, 2
+DIRECT_BINDING, QUEUE_BINDING, HTTP_BINDING, TAG_BINDING = 0, 1, 2, 3
 
 QUEUE_OPTIONS = (
     "SendOnlyFirstAcquirer RequestAcknowledge AcknowledgeTimeout MessageTimeout UseMessageId "

@@ -122,3 +122,13 @@ def test_names_with_undecodable_bytes_go_out_as_those_bytes():
     data = models.client_event(id=name, name=None, type=None, node="n")
     assert b'"' + raw + b'"' in data
     assert b"?" in models.client_event(id="\ud800", name=None, type=None, node="n")
+
+
+def test_option_status_numbers_are_the_clients():
+    """A Status number in option JSON is the stock client's: its 4 is paused (a 3.7.2 server
+    reads it as cache, B8), and unknown numbers mean broadcast."""
+    assert [models.status_from_option(n) for n in range(7)] == [
+        models.BROADCAST, models.PUSH, models.ROUND_ROBIN, models.PULL, models.PAUSED,
+        models.STOPPED, models.STOPPED]
+    assert models.status_from_option(99) == models.BROADCAST
+    assert models.status_from_option("2") == models.ROUND_ROBIN
