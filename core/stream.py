@@ -23,6 +23,8 @@ registered, whatever matched them.
 from itertools import chain
 from operator import attrgetter
 
+from mqksbridge.core.cache import bounded
+
 DISTRIBUTE, ROUND_ROBIN, ONLY_FIRST = "distribute", "round-robin", "only-first"
 _LITERAL_KINDS = ("exact", "prefix", "suffix", "contains")
 
@@ -90,7 +92,8 @@ class Stream:
         self._only = None              # the one _Group when there is exactly one
         self._seq = 0
         self.routed = ()               # queue names bound to every subject, in order
-        self._routes = {}              # subject -> tuple of live Queues (a cache)
+        # subject -> tuple of live Queues; many one-off subjects only cost misses
+        self._routes, self._remember_route = bounded(100_000)
         self._rr = 0
         self.published = 0
         self.unrouted = 0
@@ -265,11 +268,7 @@ class Stream:
     def _resolve(self, subject):
         names = self.exact.get(subject, ())
         queues = self._queues
-        targets = tuple(queues[n] for n in names if n in queues)
-        if len(self._routes) > 100_000:      # many one-off subjects: keep the cache small
-            self._routes.clear()
-        self._routes[subject] = targets
-        return targets
+        return self._remember_route(subject, tuple(queues[n] for n in names if n in queues))
 
     def _route(self, message, publisher):
         """Router bindings: all of them, or round-robin / only-first (Twino route methods)."""

@@ -14,6 +14,7 @@ do).
 """
 from mqksbridge.bridge.convert import Unrepresentable
 from mqksbridge.core import Message
+from mqksbridge.core.cache import bounded
 from mqksbridge.protocols.malamute.codec import (encode_mailbox_deliver, encode_service_deliver,
                                       encode_stream_deliver)
 
@@ -57,7 +58,7 @@ def service_message(id, sender, subject, tracker, content, raw, expires_at):
 
 # -- core Message -> DELIVER frames --------------------------------------------------------
 
-_stream_heads = {}   # (stream, sender, subject) -> STREAM-DELIVER header: they repeat
+_stream_heads, _remember_head = bounded(4096)   # (stream, sender, subject) -> header
 
 
 def stream_frames(stream, message):
@@ -68,10 +69,8 @@ def stream_frames(stream, message):
     head = _stream_heads.get(key)
     if head is None:
         _fits(message)
-        if len(_stream_heads) >= 4096:
-            _stream_heads.clear()
-        head = _stream_heads[key] = encode_stream_deliver(stream, message.sender,
-                                                          message.subject)[0]
+        head = _remember_head(key, encode_stream_deliver(stream, message.sender,
+                                                         message.subject)[0])
     return [head, *message.frames]
 
 

@@ -11,6 +11,7 @@ import re
 import urllib.parse
 
 from mqksbridge.core import Message
+from mqksbridge.core.cache import bounded
 
 DOOR = "mqks"
 
@@ -21,7 +22,8 @@ _UNSAFE = re.compile(b"[%s]" % re.escape(_UNSAFE_BYTES))
 # Bodies that cannot travel as-is: line or tab characters, or whitespace the end would lose.
 _NOT_LINE = b"\t\n\r"
 _LOST_AT_END = frozenset(b" \x0b\x0c")
-_heads = {}          # (subject, origin, sender) -> their props: senders repeat, so do subjects
+# (subject, origin, sender) -> their props: senders repeat, so do subjects
+_heads, _remember_head = bounded(4096)
 
 
 def pct(value: bytes) -> bytes:
@@ -163,14 +165,12 @@ def _head(key):
     combination, plus the two joined as the props field (what most deliveries need)."""
     head = _heads.get(key)
     if head is None:
-        if len(_heads) >= 4096:
-            _heads.clear()
         subject, origin, sender = key
         tail = b"origin=" + pct(_wire(origin))
         if sender:
             tail += b",sender=" + pct(_wire(sender))
         event = b"event=" + pct(_wire(subject))
-        head = _heads[key] = (event, tail, b" %s,%s " % (event, tail))
+        head = _remember_head(key, (event, tail, b" %s,%s " % (event, tail)))
     return head
 
 

@@ -8,6 +8,7 @@ CRLF or bytes that are not UTF-8, a header block over 64 KiB, a sender over 255 
 raises Unrepresentable instead of being cut.
 """
 from mqksbridge.bridge.convert import Unrepresentable
+from mqksbridge.core.cache import bounded
 from mqksbridge.core.message import Message
 from mqksbridge.protocols.twino.codec import (MAX_NAME_BYTES, Frame, FrameTemplate, MessageType,
                                               TwinoProtocolError, encode, encode_headers)
@@ -54,7 +55,7 @@ def _source(sender):
     raise Unrepresentable(f"sender {sender!r} is no Twino client id (1-255 UTF-8 bytes)")
 
 
-_blocks = {}         # (subject, origin, frame lengths) -> encoded header block
+_blocks, _remember_block = bounded(4096)   # (subject, origin, frame lengths) -> header block
 
 
 def _encode(frame, message):
@@ -69,15 +70,14 @@ def _encode(frame, message):
                None if len(frames) == 1 else tuple(map(len, frames)))
         block = _blocks.get(key)
         if block is None:
-            if len(_blocks) >= 4096:
-                _blocks.clear()
-            block = _blocks[key] = encode_headers(frame_headers(message))
+            block = _remember_block(key, encode_headers(frame_headers(message)))
         return encode(frame, block)
     except (TwinoProtocolError, UnicodeEncodeError) as exc:
         raise Unrepresentable(str(exc)) from None
 
 
-_templates = {}      # (subject, origin, frame lengths, source, channel, queue id) -> template
+# (subject, origin, frame lengths, source, channel, queue id) -> FrameTemplate
+_templates, _remember_template = bounded(4096)
 
 
 def queue_delivery(message, message_id, channel, queue_id, first, pending_ack, hide_source):
@@ -110,10 +110,7 @@ def _template(key, message):
     source, channel, queue_id = key[3:]
     raw = _encode(Frame(MessageType.QUEUE_MESSAGE, False, False, 16, False, False, None,
                         _source(source), channel, queue_id, None, b""), message)
-    if len(_templates) >= 4096:
-        _templates.clear()
-    template = _templates[key] = FrameTemplate(raw)
-    return template
+    return _remember_template(key, FrameTemplate(raw))
 
 
 def direct_delivery(message, message_id, target):

@@ -18,6 +18,7 @@ from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer
+from mqksbridge.core.cache import bounded
 from mqksbridge.protocols.mqks.errors import MqksProtocolError
 from mqksbridge.protocols.mqks.framing import LineFramer, LineTooLong
 from mqksbridge.protocols.mqks.masks import apply_rebind
@@ -64,7 +65,8 @@ class MqksDoor:
         self.scheduler = scheduler
         self.stream = broker.stream(stream)
         self._route = self.stream.publish
-        self._subjects = {}          # event bytes -> interned str (saves memory per message)
+        # event bytes -> one str per event (saves memory per message)
+        self._subjects, self._remember_subject = bounded(65536)
         self.max_line = max_line
         self.max_event = max_event   # longer events are refused (docs/limits.md)
         self.high_water = high_water
@@ -222,10 +224,7 @@ class MqksDoor:
 
     # -- helpers -------------------------------------------------------------------------
     def _subject(self, event):
-        if len(self._subjects) >= 65536:
-            self._subjects.clear()
-        subject = self._subjects[event] = event.decode("utf-8", "surrogateescape")
-        return subject
+        return self._remember_subject(event, event.decode("utf-8", "surrogateescape"))
 
     @staticmethod
     def _foreign(settle, msg_id):
