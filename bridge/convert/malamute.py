@@ -41,19 +41,12 @@ def _fits(message):
 
 # -- Malamute publish -> core Message -----------------------------------------------------
 
-def stream_message(id, sender, subject, content, raw):
-    return Message(id, subject, content, None, sender, ORIGIN, "", False, None, 0.0, raw,
-                   RAW_STREAM)
-
-
-def mailbox_message(id, sender, subject, tracker, content, raw, expires_at):
+def message(raw_door, id, sender, subject, tracker, content, raw, expires_at):
+    """A Malamute SEND as a core Message; `raw` is its DELIVER header, for the kind of
+    DELIVER `raw_door` names. The one place the door's messages are built: positionally,
+    as the hot path needs (see core.message)."""
     return Message(id, subject, content, None, sender, ORIGIN, tracker, False, expires_at,
-                   0.0, raw, RAW_MAILBOX)
-
-
-def service_message(id, sender, subject, tracker, content, raw, expires_at):
-    return Message(id, subject, content, None, sender, ORIGIN, tracker, False, expires_at,
-                   0.0, raw, RAW_SERVICE)
+                   0.0, raw, raw_door)
 
 
 # -- core Message -> DELIVER frames --------------------------------------------------------

@@ -14,7 +14,7 @@ from twisted.logger import Logger
 from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.config import size_limit
-from mqksbridge.bridge.convert.malamute import mailbox_message, service_message, stream_message
+from mqksbridge.bridge.convert.malamute import RAW_MAILBOX, RAW_SERVICE, RAW_STREAM, message
 from mqksbridge.bridge.malamute.peer import Peer
 from mqksbridge.bridge.malamute.endpoints import ZmqListener
 from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
@@ -253,8 +253,8 @@ class MalamuteDoor:
                 break
             i += 1
             try:
-                publish(stream_message(new_id(), sender, subject, tuple(frames[1:]), raw),
-                        client)
+                publish(message(RAW_STREAM, new_id(), sender, subject, "", tuple(frames[1:]),
+                                raw, None), client)
             except Exception:
                 self._failed(peer, frames)
                 return -i
@@ -281,8 +281,8 @@ class MalamuteDoor:
                 break
             i += 1
             try:
-                if mail(mailbox_message(new_id(), sender, subject, tracker, tuple(frames[1:]),
-                                        raw, expires_at)) == DROPPED:
+                if mail(message(RAW_MAILBOX, new_id(), sender, subject, tracker,
+                                tuple(frames[1:]), raw, expires_at)) == DROPPED:
                     self.counters["mailbox_dropped"] += 1
                     self.losses["mail over the limit of mailbox", address] += 1
             except Exception:
@@ -315,10 +315,9 @@ class MalamuteDoor:
                 break
             i += 1
             try:
-                if not put(service_message(new_id(), sender, subject, tracker,
-                                           (frames[1],) if len(frames) == 2
-                                           else tuple(frames[1:]), raw, expires_at),
-                           None, client):
+                if not put(message(RAW_SERVICE, new_id(), sender, subject, tracker,
+                                   (frames[1],) if len(frames) == 2 else tuple(frames[1:]),
+                                   raw, expires_at), None, client):
                     self.counters["service_dropped"] += 1
                     self.losses["request refused by service", service] += 1
             except Exception:

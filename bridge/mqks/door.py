@@ -22,8 +22,8 @@ from mqksbridge.core.cache import bounded
 from mqksbridge.protocols.mqks.errors import MqksProtocolError
 from mqksbridge.protocols.mqks.framing import LineFramer, LineTooLong
 from mqksbridge.protocols.mqks.masks import apply_rebind
-from mqksbridge.protocols.mqks.replies import (error, error_id, ok, update, update_payload,
-                                    when_unused_equal)
+from mqksbridge.protocols.mqks.replies import (delivery_prefix, error, error_id, ok, update,
+                                               update_payload, when_unused_equal)
 from mqksbridge.protocols.mqks.requests import (MqksArgumentError, MqksRequestError,
                                                 fast_request, parse_ack, parse_consume,
                                                 parse_eval, parse_publish, parse_rebind,
@@ -39,17 +39,29 @@ class MqksError(Exception):
     """A request the door refuses for a reason of its own (not a parse error)."""
 
 
+class Outlet:
+    """Where one MQKS consumer's messages go (its Consumer.tag): its id, the prefix of
+    every line it gets, and its connection's write and defer."""
+
+    __slots__ = ("cid", "prefix", "write", "defer", "traffic")
+
+    def __init__(self, cid, conn):
+        self.cid = cid
+        self.prefix = delivery_prefix(cid)
+        self.write, self.defer, self.traffic = conn.write, conn.outbox.defer, conn.traffic
+
+
 def _deliver(consumer, entry):
     """Same-door messages relay their pre-built tail at once; the rest (foreign messages,
     redeliveries) are converted at flush time, a turn's worth together (Outbox.defer)."""
-    prefix, write, defer, traffic = consumer.tag
+    outlet = consumer.tag
     message = entry.message
     if message.raw_door == DOOR and not entry.retry:
-        traffic.own += 1                 # admin counters: messages out, mqks -> mqks flow
-        write(prefix + message.raw)
+        outlet.traffic.own += 1          # admin counters: messages out, mqks -> mqks flow
+        outlet.write(outlet.prefix + message.raw)
     else:
-        traffic.delivered(message)
-        defer((prefix, message, entry.retry), message.size + 80)
+        outlet.traffic.delivered(message)
+        outlet.defer((outlet.prefix, message, entry.retry), message.size + 80)
 
 
 _message = convert.message
@@ -138,8 +150,7 @@ class MqksDoor:
         setting_changed = not when_unused_equal(old_setting, when_unused)
         consumer = Consumer(to_name(cid), conn.client, _deliver, manual_ack=manual_ack,
                             on_cancel=self._cancelled,
-                            tag=(cid + b" ok ", conn.write, conn.outbox.defer,
-                                 conn.traffic))
+                            tag=Outlet(cid, conn))
         events = self._events(name)
         new_events = apply_rebind(events, replace=replace, add=add)
         bindings_changed = self.stream.set_bindings(name, map(to_name, new_events))
@@ -239,12 +250,11 @@ class MqksDoor:
         payload = update_payload(queue_raw, events, when_unused)
         for consumer in consumers:
             if consumer.client.door == DOOR and consumer.tag is not None:
-                prefix, write = consumer.tag[:2]
-                write(update(prefix[:-4], payload, consumer.manual_ack))
+                consumer.tag.write(update(consumer.tag.cid, payload, consumer.manual_ack))
 
     def _cancelled(self, consumer):
         """The core removed one of our consumers (its queue was deleted)."""
-        cid = consumer.tag[0][:-4]
+        cid = consumer.tag.cid
         if self.consumers.get(cid) is consumer:
             del self.consumers[cid]
 
@@ -254,7 +264,7 @@ class MqksDoor:
 
     def _forget(self, client):
         for consumer in list(client.consumers.values()):
-            cid = consumer.tag[0][:-4]
+            cid = consumer.tag.cid
             if self.consumers.get(cid) is consumer:
                 del self.consumers[cid]
 

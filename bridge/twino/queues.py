@@ -100,11 +100,24 @@ class TwinoQueue:
         return core
 
 
+class Member:
+    """A Twino member's consumer of one queue (its Consumer.tag): the connection its
+    deliveries go to and the queue's Twino state."""
+
+    __slots__ = ("conn", "state")
+
+    def __init__(self, conn, state):
+        self.conn, self.state = conn, state
+
+
 def relayed(message):
     """The delivery frame of a push to this queue, encoded once for every receiver.
 
-    Only a frame whose names or headers held bytes that are not UTF-8 can fail: each such
-    byte comes back as a 3-byte U+FFFD, which may not fit any more."""
+    Until then a push's Message.raw is the tuple (frame, wire id, source, PendingAck) made
+    by push_run (a tuple, not a slotted object: it is made for every push, and a class
+    instance costs about 170 ns more). Only a frame whose names or headers held bytes that
+    are not UTF-8 can fail: each such byte comes back as a 3-byte U+FFFD, which may not
+    fit any more."""
     raw = message.raw
     if type(raw) is tuple:
         frame, wire_id, source, ack = raw
@@ -123,7 +136,8 @@ def deliver(consumer, entry):
     the first receiver and PendingAcknowledge as this consumer acks. It runs inside another
     client's push (any door's): a failure is this connection's (logged, closed), never the
     pusher's or the dispatch's."""
-    conn, state = consumer.tag
+    member = consumer.tag
+    conn, state = member.conn, member.state
     try:
         message = entry.message
         traffic = conn.traffic                       # admin counters (Traffic.delivered)
@@ -152,8 +166,7 @@ def deliver(consumer, entry):
 def undeliverable(consumer, entry, reason):
     """A foreign message this consumer cannot receive: counted, logged and settled as a
     nack (a waiting producer hears `unrepresentable`), never cut to fit."""
-    conn, _ = consumer.tag
-    dropped(conn.door.broker, DOOR, entry.message, reason)
+    dropped(consumer.tag.conn.door.broker, DOOR, entry.message, reason)
     if not consumer.ack(entry.message.id, False, "unrepresentable"):
         entry.notify("nack", consumer, "unrepresentable")
 
@@ -342,9 +355,9 @@ class TwinoQueues:
         client = conn.client
 
         def make(queue):
-            state = self.state_of(queue)
-            return Consumer(queue.name, client, deliver, state.request_ack, None, None, None,
-                            (conn, state))
+            state = queue.attrs["twino"]
+            return Consumer(queue.name, client, deliver, manual_ack=state.request_ack,
+                            tag=Member(conn, state))
         return make
 
     # -- push -----------------------------------------------------------------------------------
@@ -446,8 +459,9 @@ class TwinoQueues:
             if code:
                 continue
             copy_id = parts[2] if len(parts) > 2 and parts[2] else new_id()
-            copy = Frame(QUEUE_MESSAGE, False, frame.high_priority, 16, False, False, copy_id,
-                         frame.source, copy_state.channel, copy_state.id, headers, frame.content)
+            copy = Frame(QUEUE_MESSAGE, high_priority=frame.high_priority, message_id=copy_id,
+                         source=frame.source, target=copy_state.channel,
+                         content_type=copy_state.id, headers=headers, content=frame.content)
             self.push_copy(conn, copy, copy_state)
 
     def push_copy(self, conn, frame, state):

@@ -152,10 +152,11 @@ class TwinoRouters:
         mailboxes = self.door.direct.recipients(binding["target"])
         if not mailboxes:
             return 0
-        direct = Frame(MessageType.DIRECT_MESSAGE, False, frame.high_priority, 16, False,
-                       False, message_id, conn.client.id, mailboxes[0].name if len(mailboxes)
-                       == 1 else binding["target"], binding["content_type"], frame.headers,
-                       frame.content)
+        target = mailboxes[0].name if len(mailboxes) == 1 else binding["target"]
+        direct = Frame(MessageType.DIRECT_MESSAGE, high_priority=frame.high_priority,
+                       message_id=message_id, source=conn.client.id, target=target,
+                       content_type=binding["content_type"], headers=frame.headers,
+                       content=frame.content)
         message = from_frame(direct, message_id, conn.client.id, binding["target"],
                              encode(direct), DIRECT, self.door.clock())
         for mailbox in mailboxes:
@@ -170,10 +171,10 @@ class TwinoRouters:
                   if state is not None and state.tag and name_matches(binding["target"],
                                                                      state.tag)]
         for state in tagged:
-            queues.push_copy(conn, Frame(MessageType.QUEUE_MESSAGE, False, frame.high_priority,
-                                         16, False, False, message_id, frame.source,
-                                         state.channel, state.id, frame.headers,
-                                         frame.content), state)
+            queues.push_copy(conn, Frame(
+                MessageType.QUEUE_MESSAGE, high_priority=frame.high_priority,
+                message_id=message_id, source=frame.source, target=state.channel,
+                content_type=state.id, headers=frame.headers, content=frame.content), state)
         return 1 if tagged else 0
 
 

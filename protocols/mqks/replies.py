@@ -30,6 +30,11 @@ def error_id(now=None):
     return (now.strftime('%Y%m%d%H%M%S%f') + ''.join(random.choices(_ALPHABET, k=4))).encode()
 
 
+def delivery_prefix(cid):
+    """`{cid} ok `: what every line to consumer `cid` starts with (deliveries, updates)."""
+    return cid + b' ok '
+
+
 def delivery(cid, mid, event, retry, data, extra=b''):
     """`{cid} ok {mid} event={event}[,retry=N]{extra} {data}\\n`.
 
@@ -38,7 +43,7 @@ def delivery(cid, mid, event, retry, data, extra=b''):
     """
     if retry:
         extra = b',retry=%d%s' % (retry, extra)
-    return b''.join((cid, b' ok ', mid, b' event=', event, extra, b' ', data, b'\n'))
+    return b''.join((delivery_prefix(cid), mid, b' event=', event, extra, b' ', data, b'\n'))
 
 
 def update_payload(queue, events, when_unused):
@@ -59,8 +64,8 @@ def update_payload(queue, events, when_unused):
 def update(cid, payload, manual_ack):
     """One consumer's `--update` line: the payload plus its own `--manual-ack`."""
     if manual_ack:
-        return cid + b' ok ' + payload + b' --manual-ack\n'
-    return cid + b' ok ' + payload + b'\n'
+        return delivery_prefix(cid) + payload + b' --manual-ack\n'
+    return delivery_prefix(cid) + payload + b'\n'
 
 
 def when_unused_equal(a, b):

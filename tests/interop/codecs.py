@@ -121,8 +121,8 @@ class MalamuteCodec:
         session = Session()
         session.receive(mlm.ConnectionOpen(p.sender))
         send = session.send(mlm.encode(mlm.ServiceSend("ch/1", p.subject, "trk", 0))[0])
-        return malamute.service_message(p.id, p.sender, send.subject, send.tracker, p.frames,
-                                        send.deliver, None)
+        return malamute.message(malamute.RAW_SERVICE, p.id, p.sender, send.subject,
+                                send.tracker, p.frames, send.deliver, None)
 
     @staticmethod
     def deliver(message):
