@@ -12,6 +12,7 @@ import urllib.parse
 
 from mqksbridge.core import Message
 from mqksbridge.core.cache import bounded
+from mqksbridge.protocols.mqks.replies import DELIVERY_TAIL, delivery_tail as line_tail
 
 DOOR = "mqks"
 
@@ -65,8 +66,8 @@ def message(req_id: bytes, subject: str, body: bytes, sender: str, event=None) -
     if event is None:
         event = _wire(subject)
     return Message(req_id.decode("utf-8", "surrogateescape"), subject, (body,), None, sender,
-                   DOOR, "", False, None, 0.0,
-                   b"%s event=%s %s\n" % (req_id, event, body), DOOR, len(body))
+                   DOOR, "", False, None, 0.0, DELIVERY_TAIL % (req_id, event, body), DOOR,
+                   len(body))
 
 
 # -- core Message -> MQKS delivery -------------------------------------------------------------
@@ -79,8 +80,7 @@ def delivery(message, retry):
     if message.raw_door == DOOR and retry == 0:
         return message.raw
     if message.origin == DOOR:            # a redelivery: exactly what the original writes
-        return b"%s event=%s%s %s\n" % (_wire(message.id), _wire(message.subject),
-                                        b",retry=%d" % retry if retry else b"", message.body)
+        return line_tail(_wire(message.id), _wire(message.subject), retry, message.body)
     frames = message.frames
     if retry or message.headers or len(frames) != 1:
         return delivery_tail(message, retry)
@@ -161,16 +161,17 @@ def _one_by_one(items):
 
 
 def _head(key):
-    """`event=…` and `origin=…[,sender=…]` for (subject, origin, sender), encoded once per
-    combination, plus the two joined as the props field (what most deliveries need)."""
+    """The event (the subject, encoded), `,origin=…[,sender=…]` for (subject, origin, sender),
+    encoded once per combination, plus ` event=…,origin=… ` (what most deliveries need
+    between id and body)."""
     head = _heads.get(key)
     if head is None:
         subject, origin, sender = key
-        tail = b"origin=" + pct(_wire(origin))
+        tail = b",origin=" + pct(_wire(origin))
         if sender:
             tail += b",sender=" + pct(_wire(sender))
-        event = b"event=" + pct(_wire(subject))
-        head = _remember_head(key, (event, tail, b" %s,%s " % (event, tail)))
+        event = pct(_wire(subject))
+        head = _remember_head(key, (event, tail, b" event=%s%s " % (event, tail)))
     return head
 
 
@@ -178,17 +179,16 @@ def delivery_tail(message, retry):
     """A foreign message: origin, sender, encoding and headers as extra props."""
     event, tail, _ = _head((message.subject, message.origin, message.sender))
     frames = message.frames
-    props = [event, b"retry=%d" % retry, tail] if retry else [event, tail]
+    props = [tail]
     if len(frames) == 1 and line_safe(frames[0]):
         data = frames[0]
     elif len(frames) == 1:
-        props.append(b"enc=base64")
+        props.append(b",enc=base64")
         data = base64.b64encode(frames[0])
     else:
-        props.append(b"enc=base64")
-        props.append(b"frames=%d" % len(frames))
+        props.append(b",enc=base64,frames=%d" % len(frames))
         data = b" ".join(base64.b64encode(f) for f in frames)
     if message.headers:
         for key, value in message.headers.items():
-            props.append(b"h." + pct(_wire(key)) + b"=" + pct(_wire(value)))
-    return b"%s %s %s\n" % (pct(_wire(message.id)), b",".join(props), data)
+            props.append(b",h." + pct(_wire(key)) + b"=" + pct(_wire(value)))
+    return line_tail(pct(_wire(message.id)), event, retry, data, b"".join(props))

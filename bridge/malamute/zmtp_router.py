@@ -150,9 +150,9 @@ class ZmtpRouter(protocol.Factory):
                 return False
             rid = identity
         else:
-            rid = b"\x00" + (next(self._ids) & 0xFFFFFFFF).to_bytes(4, "big")
+            rid = codec.routing_id(next(self._ids))
             while rid in self.peers:
-                rid = b"\x00" + (next(self._ids) & 0xFFFFFFFF).to_bytes(4, "big")
+                rid = codec.routing_id(next(self._ids))
         conn.rid = rid
         self.peers[rid] = conn
         return True

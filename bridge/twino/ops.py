@@ -5,10 +5,8 @@ Where 3.7.2 stays silent (an existing channel, a queue the channel refuses) or f
 (610 without Queue-Id, options ignored in an existing channel, a bad channel name dropping
 the connection) we answer with a code instead; specs/twino.md lists each case.
 """
-import struct
-
-from mqksbridge.protocols.twino.codec import ContentType, Header, ResultCode, TwinoProtocolError, encode, \
-    response
+from mqksbridge.protocols.twino.codec import (ContentType, Header, ResultCode,
+                                              TwinoProtocolError, encode, queue_id_of, response)
 from mqksbridge.protocols.twino.models import (
     CHANNEL_OPTIONS, channel_information, client_information, json_list, node_information,
     parse_options, queue_information, queue_status_from_header,
@@ -169,10 +167,6 @@ class TwinoOperations:
         except ValueError:
             return None
 
-    @staticmethod
-    def _queue_id_content(frame):
-        return struct.unpack_from("<H", frame.content)[0] if len(frame.content) >= 2 else None
-
     def create_queue(self, conn, frame):
         queue_id = self._queue_id_header(frame)
         if queue_id is None or not 0 <= queue_id <= 0xFFFF:
@@ -200,7 +194,7 @@ class TwinoOperations:
         return code or OK
 
     def remove_queue(self, conn, frame):
-        queue_id = self._queue_id_content(frame)
+        queue_id = queue_id_of(frame.content)
         channel = self.broker.channels.get(frame.target or "")
         queue = channel.queues.get(queue_id) if channel is not None else None
         if queue is None:
@@ -247,7 +241,7 @@ class TwinoOperations:
 
     def queue_info(self, conn, frame):
         channel = self.broker.channels.get(frame.target or "")
-        queue = channel.queues.get(self._queue_id_content(frame)) if channel is not None else None
+        queue = channel.queues.get(queue_id_of(frame.content)) if channel is not None else None
         if queue is None:
             return NOT_FOUND
         return OK, self.queue_json(self.queues.state_of(queue))

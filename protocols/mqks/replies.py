@@ -35,15 +35,25 @@ def delivery_prefix(cid):
     return cid + b' ok '
 
 
-def delivery(cid, mid, event, retry, data, extra=b''):
-    """`{cid} ok {mid} event={event}[,retry=N]{extra} {data}\\n`.
+# A first delivery's line after the consumer's prefix, as a %-format of (mid, event, data):
+# a publish's tail is formatted once and relayed to every consumer (delivery_tail below).
+DELIVERY_TAIL = b'%s event=%s %s\n'
+
+
+def delivery_tail(mid, event, retry, data, extra=b''):
+    """`{mid} event={event}[,retry=N]{extra} {data}\\n`, the line after `delivery_prefix`.
 
     `retry` 0 is left out as the original does; `extra` is already-encoded
     props such as `,origin=x,sender=y` for messages from other doors.
     """
     if retry:
         extra = b',retry=%d%s' % (retry, extra)
-    return b''.join((delivery_prefix(cid), mid, b' event=', event, extra, b' ', data, b'\n'))
+    return b''.join((mid, b' event=', event, extra, b' ', data, b'\n'))
+
+
+def delivery(cid, mid, event, retry, data, extra=b''):
+    """`{cid} ok {mid} event={event}[,retry=N]{extra} {data}\\n` (see delivery_tail)."""
+    return delivery_prefix(cid) + delivery_tail(mid, event, retry, data, extra)
 
 
 def update_payload(queue, events, when_unused):

@@ -617,6 +617,12 @@ def pull_item(message: Frame, request_id: str, count: int, index: int,
     return message.copy(headers=headers)
 
 
+def queue_id_of(content: bytes) -> int | None:
+    """The queue id that Remove Queue (611) and Queue Information (615) carry as their
+    content: a little-endian uint16; None when the content is shorter."""
+    return _U16.unpack_from(content)[0] if len(content) >= 2 else None
+
+
 def pull_status(request: Frame, value: str) -> Frame:
     """The content-less frame that ends (End) or refuses (Empty, Unacceptable...) a pull."""
     return Frame(MessageType.QUEUE_MESSAGE, message_id=request.message_id,

@@ -116,6 +116,12 @@ def error(reason):
 
 # -- decoding -------------------------------------------------------------------------------
 
+def routing_id(n):
+    """The routing id a ROUTER gives a peer that announced no identity: a zero byte, then a
+    32-bit counter (`n`, wrapped), as libzmq makes them (specs/zmtp.md, "Routing ids")."""
+    return b"\x00" + (n & 0xFFFFFFFF).to_bytes(4, "big")
+
+
 def parse_metadata(data):
     """READY/INITIATE properties as {lower-case name: value}; ZmtpError if truncated."""
     props, pos, end = {}, 0, len(data)

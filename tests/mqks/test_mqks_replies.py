@@ -5,9 +5,11 @@ import re
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, strategies as st
 
 from mqksbridge.protocols.mqks.replies import (
-    delivery, error, error_id, ok, py2_float_repr, update, update_payload, when_unused_equal)
+    DELIVERY_TAIL, delivery, delivery_prefix, delivery_tail, error, error_id, ok, py2_float_repr,
+    update, update_payload, when_unused_equal)
 
 
 def test_mqks_ok_and_confirm():
@@ -93,3 +95,12 @@ def test_mqks_py2_float_repr(value, text):
 def test_mqks_py2_float_repr_accepts_ints():
     assert py2_float_repr(5) == b'5.0'
     assert py2_float_repr(123456789012) == b'1.23456789012e+11'
+
+
+@given(st.binary(max_size=8), st.binary(max_size=8), st.binary(max_size=8),
+       st.binary(max_size=8))
+def test_delivery_is_prefix_and_tail(cid, mid, event, data):
+    """The relayed tail of a publish (DELIVERY_TAIL) is a first delivery's tail."""
+    tail = DELIVERY_TAIL % (mid, event, data)
+    assert tail == delivery_tail(mid, event, 0, data)
+    assert delivery_prefix(cid) + tail == delivery(cid, mid, event, 0, data)

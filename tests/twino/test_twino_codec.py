@@ -291,3 +291,9 @@ def test_frame_template_refuses_what_encode_refuses():
         template.render("\udcff", b"", False, False, False)
     with pytest.raises(TwinoProtocolError):
         codec.FrameTemplate(codec.encode(Frame(MessageType.QUEUE_MESSAGE, message_id="m")))
+
+
+def test_queue_id_of_remove_and_info_content():
+    assert codec.queue_id_of(b"\x07\x01") == 0x107
+    assert codec.queue_id_of(b"\xff\xff\x00") == 0xFFFF
+    assert codec.queue_id_of(b"\x07") is None

@@ -535,3 +535,8 @@ def test_real_libzmq_dealer_with_routing_id():
     assert (event.socket_type, event.identity) == ("DEALER", b"worker-7")
     assert b"\x08Identity\x00\x00\x00\x08worker-7" in captured
     assert messages == [[b"hello", b"", b"world"]]
+
+
+def test_routing_ids_are_libzmqs():
+    assert codec.routing_id(1) == b"\x00\x00\x00\x00\x01"
+    assert codec.routing_id(2**32 + 7) == b"\x00\x00\x00\x00\x07"          # wraps
