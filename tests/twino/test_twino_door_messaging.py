@@ -143,6 +143,16 @@ async def router(c, name, method, *bindings):
 
 
 @pytest_twisted.ensureDeferred
+async def test_unknown_route_methods_are_refused(server):
+    c = await server.twino()
+    for method in ("3", "-1", "x"):
+        answer = await c.operation(Op.CREATE_ROUTER, "bad-method", [("Route-Method", method)])
+        assert answer.content_type == 400, method
+    assert (await c.operation(Op.CREATE_ROUTER, "bad-method", [("Route-Method", "2")])
+            ).content_type == 0
+
+
+@pytest_twisted.ensureDeferred
 async def test_distribute_router_reaches_queues_and_clients(server):
     p = await server.twino()
     q1, q2, d1, d2 = [await server.twino() for _ in range(4)]
