@@ -85,7 +85,11 @@ class MalamuteDoor:
             if peer is not None and frames:
                 send = peer.session.send(frames[0])
                 if send.__class__ is Send:
-                    i = sends[send.kind](peer, send, messages, i)
+                    try:
+                        i = sends[send.kind](peer, send, messages, i)
+                    except Exception:    # before the run's first message
+                        self._failed(peer, frames)
+                        i = -(i + 1)
                     if i < 0:                # the session failed: look it up again
                         i, peer = -i, self._active(rid)
                     continue

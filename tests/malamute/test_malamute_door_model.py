@@ -131,6 +131,28 @@ def test_trailing_bytes_and_extra_frames_are_ignored(door):
         encode(codec.MailboxDeliver("writer", "reader", "m", "", (b"c",)))]
 
 
+def test_a_bug_in_a_run_of_sends_costs_that_session_only(door):
+    opened(door, b"A", "alice")
+    opened(door, b"B", "bob")
+    queue, taken = door.broker.queue("svc"), []
+
+    def put(message, observer=None):
+        taken.append(message.frames)
+        if len(taken) == 2:
+            raise RuntimeError("a bug")
+        return True
+    queue.put_message = put
+    header = encode(codec.ServiceSend("svc", "s", "", 0))[0]
+    door.received_all(b"A", [[header, b"1"], [header, b"2"], [header, b"3"]])
+    assert taken == [(b"1",), (b"2",)]
+    assert door.transport.take(b"A") == [E500, E500]      # the failure; then no session
+    assert b"A" not in door.peers and b"B" in door.peers
+    door._mailbox = None                                  # a bug before a run's first message
+    door.received_all(b"B", [encode(codec.MailboxSend("x", "s", "", 0, (b"m",))),
+                             encode(codec.ConnectionPing())])
+    assert door.transport.take(b"B") == [E500, E500] and door.peers == {}
+
+
 def test_stream_relay_is_byte_exact_and_skips_the_writer(door):
     opened(door, b"W", "writer")
     opened(door, b"R", "reader")
