@@ -131,13 +131,18 @@ def malamute(n, kind):
     if kind == "service":
         door.received_all(worker, [codec.encode(codec.ServiceOffer("svc", ""))])
         message = codec.encode(codec.ServiceSend("svc", "req", "", 0, (BODY,)))
-    elif kind == "stream":
+    elif kind in ("stream", "stream-mixed"):
         door.received_all(worker, [codec.encode(codec.StreamRead("news", ""))])
         door.received_all(client, [codec.encode(codec.StreamWrite("news"))])
         message = codec.encode(codec.StreamSend("subject", (BODY,)))
     else:
         message = codec.encode(codec.MailboxSend("worker", "mail", "", 0, (BODY,)))
-    batches = [[list(message) for _ in range(BATCH)] for _ in range(0, n, BATCH)]
+    if kind == "stream-mixed":          # every message a new header (mlm_perftest's mix)
+        other = codec.encode(codec.StreamSend("other", (BODY,)))
+        batches = [[list(other if k % 2 else message) for k in range(BATCH)]
+                   for _ in range(0, n, BATCH)]
+    else:
+        batches = [[list(message) for _ in range(BATCH)] for _ in range(0, n, BATCH)]
     before = router.sent
     start = time.perf_counter()
     for batch in batches:
@@ -208,6 +213,7 @@ CASES = {
     "mqks-manual-ack": lambda n: mqks(n, True),
     "malamute-service": lambda n: malamute(n, "service"),
     "malamute-stream": lambda n: malamute(n, "stream"),
+    "malamute-stream-mixed": lambda n: malamute(n, "stream-mixed"),
     "malamute-mailbox": lambda n: malamute(n, "mailbox"),
     "twino-push-ack": lambda n: twino(n, False),
     "twino-broadcast-4": lambda n: twino(n, True),

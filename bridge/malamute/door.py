@@ -247,7 +247,8 @@ class MalamuteDoor:
         """messages[i] and the STREAM-SENDs after it with the same header, published to
         the session's stream. Returns the index after the run (negated when the session
         failed on the way)."""
-        publish, new_id = self.broker.stream(send.target).publish, self._id
+        stream = self.broker.streams.get(send.target) or self.broker.stream(send.target)
+        publish, new_id = stream.publish, self._id
         header, sender, subject, raw = send.header, peer.address, send.subject, send.deliver
         client = peer.client
         start, count = i, len(messages)

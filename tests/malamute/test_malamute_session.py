@@ -210,6 +210,16 @@ def test_send_reads_a_header_once_per_run():
     assert session.receive_frames([SERVICE_SEND, b"a"]) == s.Outcome(events=(first,))
 
 
+def test_two_headers_taking_turns_are_read_once_each():
+    session = connected(stream="s")
+    a, b, c_ = (c.encode(c.StreamSend(subject))[0] for subject in "abc")
+    first_a, first_b = session.send(a), session.send(b)
+    assert session.send(a) is first_a and session.send(b) is first_b
+    assert session.send(c_).subject == "c"
+    assert session.send(b) is first_b and session.send(a) is not first_a   # a was dropped
+    assert session.send(a) == first_a
+
+
 def test_send_follows_the_stream_chosen_last():
     session = connected(stream="a")
     header = c.encode(c.StreamSend("x"))[0]
