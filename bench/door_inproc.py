@@ -5,7 +5,7 @@ another checkout in the same run (interleaved, best of N, ratios).
     python -m bench.door_inproc --base /path/to/other/checkout [--runs 7] [--cases a,b]
 
 Each measurement is a fresh process with PYTHONPATH set to one checkout's `src/`; the two
-checkouts alternate, and the best rate of each is compared. Rates are per second of the
+checkouts alternate (ABBA), and the best rate of each is compared. Rates are per second of the
 process's CPU time, so other work on a shared machine disturbs them less. Only APIs both
 sides have are used: the door classes, their entry points (`dataReceived`,
 `received_all`) and the codecs.
@@ -243,8 +243,9 @@ def main():
     trees = {"new": ROOT, **({"base": args.base} if args.base else {})}
     for case in args.cases.split(","):
         best = {name: 0.0 for name in trees}
-        for _ in range(args.runs):
-            for name, tree in trees.items():          # interleaved A/B
+        for run in range(args.runs):
+            order = list(trees.items())
+            for name, tree in order[::-1] if run % 2 else order:    # ABBA: no order bias
                 best[name] = max(best[name], measure(tree, case, args.n))
         line = "  ".join(f"{name} {rate / 1000:8.1f}k/s" for name, rate in best.items())
         ratio = f"  new/base {best['new'] / best['base']:.3f}" if "base" in best else ""

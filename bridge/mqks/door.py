@@ -7,6 +7,7 @@ bounded line length, a safe `_eval`).
 """
 import random
 import string
+from typing import Callable, NamedTuple
 
 from twisted.internet import protocol
 from twisted.logger import Logger
@@ -39,29 +40,33 @@ class MqksError(Exception):
     """A request the door refuses for a reason of its own (not a parse error)."""
 
 
-class Outlet:
-    """Where one MQKS consumer's messages go (its Consumer.tag): its id, the prefix of
-    every line it gets, and its connection's write and defer."""
+class Outlet(NamedTuple):
+    """Where one MQKS consumer's messages go (its Consumer.tag): the prefix of every line
+    it gets, its connection's write, defer and counters, and its id. A named tuple, so
+    that the delivery path unpacks it at tuple speed (attribute reads: about 1% slower)."""
 
-    __slots__ = ("cid", "prefix", "write", "defer", "traffic")
+    prefix: bytes
+    write: Callable
+    defer: Callable
+    traffic: object              # the connection's admin counters (bridge.traffic)
+    cid: bytes
 
-    def __init__(self, cid, conn):
-        self.cid = cid
-        self.prefix = delivery_prefix(cid)
-        self.write, self.defer, self.traffic = conn.write, conn.outbox.defer, conn.traffic
+
+def _outlet(cid, conn):
+    return Outlet(delivery_prefix(cid), conn.write, conn.outbox.defer, conn.traffic, cid)
 
 
 def _deliver(consumer, entry):
     """Same-door messages relay their pre-built tail at once; the rest (foreign messages,
     redeliveries) are converted at flush time, a turn's worth together (Outbox.defer)."""
-    outlet = consumer.tag
+    prefix, write, defer, traffic, _ = consumer.tag
     message = entry.message
     if message.raw_door == DOOR and not entry.retry:
-        outlet.traffic.own += 1          # admin counters: messages out, mqks -> mqks flow
-        outlet.write(outlet.prefix + message.raw)
+        traffic.own += 1                 # admin counters: messages out, mqks -> mqks flow
+        write(prefix + message.raw)
     else:
-        outlet.traffic.delivered(message)
-        outlet.defer((outlet.prefix, message, entry.retry), message.size + 80)
+        traffic.delivered(message)
+        defer((prefix, message, entry.retry), message.size + 80)
 
 
 _message = convert.message
@@ -150,7 +155,7 @@ class MqksDoor:
         setting_changed = not when_unused_equal(old_setting, when_unused)
         consumer = Consumer(to_name(cid), conn.client, _deliver, manual_ack=manual_ack,
                             on_cancel=self._cancelled,
-                            tag=Outlet(cid, conn))
+                            tag=_outlet(cid, conn))
         events = self._events(name)
         new_events = apply_rebind(events, replace=replace, add=add)
         bindings_changed = self.stream.set_bindings(name, map(to_name, new_events))

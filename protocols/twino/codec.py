@@ -465,8 +465,8 @@ def reflag(raw: bytes, first_acquirer: bool, pending_ack: bool) -> bytes:
     The last result is kept: a broadcast sends the same variant of one frame to every
     receiver after the first, and a copy of a large frame costs more than this check."""
     b0, b1 = raw[0], raw[1]
-    n0 = b0 | FIRST_ACQUIRER if first_acquirer else b0 & _NOT_FIRST_ACQUIRER
-    n1 = b1 | PENDING_ACK if pending_ack else b1 & _NOT_PENDING_ACK
+    n0 = b0 | 0x80 if first_acquirer else b0 & 0x7F     # FIRST_ACQUIRER, as constants:
+    n1 = b1 | 0x40 if pending_ack else b1 & 0xBF        # PENDING_ACK   once per delivery
     if n0 == b0 and n1 == b1:
         return raw
     last = _reflagged
