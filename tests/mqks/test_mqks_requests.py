@@ -149,7 +149,7 @@ LINE = st.one_of(st.tuples(TOKEN, ACTION, TOKEN, TOKEN).map(b' '.join),
                  st.binary(max_size=30)).filter(lambda line: b'\n' not in line)
 
 
-@settings(max_examples=1000)
+@settings(max_examples=600)
 @given(LINE)
 def test_mqks_fast_request_is_parse_request(line):
     """Whatever fast_request takes, the plain parsers read the same way."""
