@@ -65,6 +65,9 @@ class Turns:
     def __init__(self):
         self.calls = []
 
+    def seconds(self):
+        return time.monotonic()
+
     def callLater(self, delay, fn, *args):
         self.calls.append((fn, args))
 
