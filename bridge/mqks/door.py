@@ -7,7 +7,6 @@ bounded line length, a safe `_eval`).
 """
 import random
 import string
-from typing import Callable, NamedTuple
 
 from twisted.internet import protocol
 from twisted.logger import Logger
@@ -40,33 +39,32 @@ class MqksError(Exception):
     """A request the door refuses for a reason of its own (not a parse error)."""
 
 
-class Outlet(NamedTuple):
+class Outlet:
     """Where one MQKS consumer's messages go (its Consumer.tag): the prefix of every line
-    it gets, its connection's write, defer and counters, and its id. A named tuple, so
-    that the delivery path unpacks it at tuple speed (attribute reads: about 1% slower)."""
+    it gets, its connection's write, defer and counters, and its id. Slotted: reading
+    three attributes costs about 6 ns more than unpacking a tuple (a named tuple's
+    unpacking, 26 ns more)."""
 
-    prefix: bytes
-    write: Callable
-    defer: Callable
-    traffic: object              # the connection's admin counters (bridge.traffic)
-    cid: bytes
+    __slots__ = ("prefix", "write", "defer", "traffic", "cid")
 
-
-def _outlet(cid, conn):
-    return Outlet(delivery_prefix(cid), conn.write, conn.outbox.defer, conn.traffic, cid)
+    def __init__(self, cid, conn):
+        self.prefix = delivery_prefix(cid)
+        self.write, self.defer = conn.write, conn.outbox.defer
+        self.traffic = conn.traffic      # the connection's admin counters (bridge.traffic)
+        self.cid = cid
 
 
 def _deliver(consumer, entry):
     """Same-door messages relay their pre-built tail at once; the rest (foreign messages,
     redeliveries) are converted at flush time, a turn's worth together (Outbox.defer)."""
-    prefix, write, defer, traffic, _ = consumer.tag
+    outlet = consumer.tag
     message = entry.message
     if message.raw_door == DOOR and not entry.retry:
-        traffic.own += 1                 # admin counters: messages out, mqks -> mqks flow
-        write(prefix + message.raw)
+        outlet.traffic.own += 1          # admin counters: messages out, mqks -> mqks flow
+        outlet.write(outlet.prefix + message.raw)
     else:
-        traffic.delivered(message)
-        defer((prefix, message, entry.retry), message.size + 80)
+        outlet.traffic.delivered(message)
+        outlet.defer((outlet.prefix, message, entry.retry), message.size + 80)
 
 
 _message = convert.message
@@ -155,7 +153,7 @@ class MqksDoor:
         setting_changed = not when_unused_equal(old_setting, when_unused)
         consumer = Consumer(to_name(cid), conn.client, _deliver, manual_ack=manual_ack,
                             on_cancel=self._cancelled,
-                            tag=_outlet(cid, conn))
+                            tag=Outlet(cid, conn))
         events = self._events(name)
         new_events = apply_rebind(events, replace=replace, add=add)
         bindings_changed = self.stream.set_bindings(name, map(to_name, new_events))
