@@ -1,13 +1,16 @@
 """Property: a queue's shortcuts (direct hand-over, first match, fan-out, drain) change
 nothing but speed. The same operations run on a queue with shortcuts and on one made with
 shortcuts=False; who got which message, in which order, with which retry count, what the
-producers' observers heard and every counter must be the same after each step."""
+producers' observers heard and every counter must be the same after each step, under
+the core's delivery rules (docs/delivery.md): shared copies, requeue by mode, the
+publisher flow control holds."""
 import re
 
 from hypothesis import given, settings, strategies as st
 
 from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
-from mqksbridge.core.queue import BROADCAST, PULL, PUSH_ALL, ROUND_ROBIN
+from mqksbridge.core.queue import (BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN,
+                                   STOPPED)
 
 SUBJECTS = ("a.1", "a.2", "b.1")
 FILTERS = (None, None, None, re.compile(r"^a\."), re.compile(r"1$"), re.compile("^b"))
@@ -38,14 +41,13 @@ class World:
         self.log = []
         self.publisher = Client("pub", "t")      # whose input a congested queue holds
         self.publisher.input = _Input()
-        self.broker.flow.publisher = self.publisher
 
     def deliver(self, consumer, entry):
         self.log.append(("deliver", consumer.id, entry.message.id, entry.retry,
                          entry.deliveries))
 
-    def observer(self, event, entry, consumer, reason):
-        self.log.append((event, entry.message.id, consumer and consumer.id, reason))
+    def observer(self, event, entry, consumer, reason, receipt):
+        self.log.append((event, entry.message.id, consumer and consumer.id, reason, receipt))
 
     def state(self):
         q = self.queue
@@ -53,7 +55,9 @@ class World:
                 q._outstanding, q._next % len(q.consumers) if q.consumers else 0,
                 [e.message.id for e in q.priority], [e.message.id for e in q.entries],
                 [(c.id, c.delivered, c.credit, sorted(c.unacked)) for c in q.consumers],
-                [c.client.id for c in q.consumers], self.broker.flow.holds)
+                [c.client.id for c in q.consumers], self.broker.flow.holds,
+                sorted(client.id for _, held in self.broker.flow.held.values()
+                       for client in held))
 
 
 # Operations, drawn with weights (a kind appears as often as it is listed), each with an
@@ -62,14 +66,15 @@ class World:
 CHOICES = {
     "put": (SUBJECTS, (False, False, False, True), (False, True), range(4), range(1, 5)),
     "join": (range(CLIENTS), (False, True), FILTERS, (None, None, None, 0, 1, 3)),
-    "leave": (range(8), (False, True)),
+    "leave": (range(8),),
     "pause": (range(CLIENTS),),
     "credit": (range(8), range(1, 4)),
-    "settle": (range(8), ("ack", "reject", "nack", "ack_all", "reject_all"), range(8)),
+    "settle": (range(8), ("ack", "reject", "nack", "ack_all", "reject_all"), range(8),
+               (None, "receipt")),
     "reshape": ((("wait_for_ack", True), ("wait_for_ack", False), ("only_first", True),
                  ("only_first", False), ("max_messages", 4), ("max_messages", None),
                  ("mode", ROUND_ROBIN), ("mode", PUSH_ALL), ("mode", BROADCAST),
-                 ("mode", PULL)),),
+                 ("mode", PULL), ("mode", CACHE), ("mode", PAUSED), ("mode", STOPPED)),),
     "tick": ((1.0, 6.0),),
 }
 KINDS = ["put"] * 4 + ["pause"] * 3 + ["join", "join", "settle", "settle", "leave", "credit",
@@ -96,7 +101,7 @@ def run(w, operation, live):
         for _ in range(count):
             w.n += 1
             w.queue.put_message(Message(str(w.n), subject, (b"x" * size,), priority=priority),
-                                w.observer if observed else None)
+                                w.observer if observed else None, w.publisher)
     elif kind == "join":
         client, manual, filter, credit = args
         if len(live) < w.most:
@@ -122,7 +127,7 @@ def run(w, operation, live):
         c = w.consumers[index]
         if kind == "leave":
             live.remove(index)
-            w.broker.remove_consumer(c, requeue=args[1])
+            w.broker.remove_consumer(c)
         elif kind == "credit":
             c.add_credit(args[1])
         elif args[1].endswith("_all"):
@@ -132,7 +137,7 @@ def run(w, operation, live):
             if args[1] == "reject":
                 c.reject(mid)
             else:
-                c.ack(mid, args[1] == "ack", "why")
+                c.ack(mid, args[1] == "ack", "why", args[3])
 
 
 @settings(max_examples=1000, deadline=None)
