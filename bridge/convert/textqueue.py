@@ -13,6 +13,7 @@ with room for the worker's reason. The origin of an inbox publish is always `tex
 import urllib.parse
 from typing import NamedTuple, Optional
 
+from mqksbridge.core.cache import bounded
 from mqksbridge.core.message import Message
 from mqksbridge.protocols.textqueue import Record, journal
 
@@ -84,11 +85,10 @@ def outbound(message, retry: int, error_width: int) -> bytes:
     """The outbox record of one delivery (every core message is representable)."""
     tail = _tails.get((retry, error_width))
     if tail is None:
-        if len(_tails) > 256:
-            _tails.clear()
-        tail = _tails[retry, error_width] = b"\\r=%d\n\\error=%s\n" % (retry, b" " * error_width)
+        tail = _put_tail((retry, error_width),
+                         b"\\r=%d\n\\error=%s\n" % (retry, b" " * error_width))
     return b"-" + journal.encode_fields(message) + tail
 
 
-_tails = {}          # (retry, error width) -> the record's last two lines
+_tails, _put_tail = bounded(256)     # (retry, error width) -> the record's last two lines
 
