@@ -356,7 +356,7 @@ class TwinoQueues:
         client = conn.client
 
         def make(queue):
-            state = queue.attrs["twino"]
+            state = self.state_of(queue)
             return Consumer(queue.name, client, deliver, manual_ack=state.request_ack,
                             tag=Member(conn, state))
         return make
