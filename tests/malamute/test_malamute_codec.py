@@ -148,7 +148,7 @@ def test_schema_parses_what_codec_decodes(command):
     assert schema.parse(frames) == codec.decode(frames) == command
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(COMMANDS, st.binary(min_size=1, max_size=8), st.lists(st.binary(max_size=4), max_size=2))
 def test_any_command_with_trailing_bytes_decodes_to_itself(command, trailing, extra):
     """A newer client may add fields: bytes after the last field, and frames after a
@@ -171,13 +171,13 @@ def _outcome(fn, frames):
 _FRAMES = st.lists(st.binary(max_size=30), max_size=3)
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(_FRAMES)
 def test_garbage_frames_only_raise_the_decode_error(frames):
     assert _outcome(codec.decode, frames) == _outcome(schema.parse, frames)
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(COMMANDS, st.data())
 def test_mutated_commands_agree_with_schema(command, data):
     frames = codec.encode(command)
@@ -220,7 +220,7 @@ def test_send_fast_paths_equal_decode(command):
     assert _fast(frames[0]) == _slow(frames)
 
 
-@settings(max_examples=1000)
+@settings(max_examples=1000, deadline=None)
 @given(st.one_of(SENDS, _strategy(codec.StreamSend)), st.data())
 def test_mutated_send_headers_agree_with_decode(command, data):
     """Whatever a header says, the fast path and decode accept or refuse it alike."""

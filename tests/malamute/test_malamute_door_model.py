@@ -136,7 +136,7 @@ def test_a_bug_in_a_run_of_sends_costs_that_session_only(door):
     opened(door, b"B", "bob")
     queue, taken = door.broker.queue("svc"), []
 
-    def put(message, observer=None):
+    def put(message, observer=None, publisher=None):
         taken.append(message.frames)
         if len(taken) == 2:
             raise RuntimeError("a bug")
@@ -147,7 +147,7 @@ def test_a_bug_in_a_run_of_sends_costs_that_session_only(door):
     assert taken == [(b"1",), (b"2",)]
     assert door.transport.take(b"A") == [E500, E500]      # the failure; then no session
     assert b"A" not in door.peers and b"B" in door.peers
-    door._mailbox = None                                  # a bug before a run's first message
+    door.broker.mailbox = None                            # a bug before a run's first message
     door.received_all(b"B", [encode(codec.MailboxSend("x", "s", "", 0, (b"m",))),
                              encode(codec.ConnectionPing())])
     assert door.transport.take(b"B") == [E500, E500] and door.peers == {}

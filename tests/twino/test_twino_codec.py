@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from mqksbridge.protocols.twino import codec, schema
 from mqksbridge.protocols.twino.codec import Frame, FrameDecoder, MessageType, TwinoProtocolError
 
-PROPERTY = settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=300, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 names = st.none() | st.text(min_size=1, max_size=255).filter(lambda s: len(s.encode()) <= 255)
 keys = st.text(min_size=1, max_size=20).filter(lambda k: ":" not in k and "\r\n" not in k)
