@@ -157,6 +157,45 @@ def malamute(n, kind):
     return len(batches) * BATCH / seconds
 
 
+def malamute_wire(n, workers, size=len(BODY)):
+    """Service requests through the whole door as bytes: ZMTP decode, session, queue,
+    DELIVER encode and the outbox (bench.malamute_service_bench does the same over TCP)."""
+    from mqksbridge.bridge.malamute.door import MalamuteDoor
+    from mqksbridge.bridge.malamute.zmtp_router import ZmtpConnection, ZmtpRouter
+    from mqksbridge.bridge.outbox import FlushScheduler
+    from mqksbridge.core import Broker, FakeClock
+    from mqksbridge.protocols.malamute import codec
+    from mqksbridge.protocols.zmtp.codec import GREETING, message, ready
+
+    turns = Turns()
+    door = MalamuteDoor(Broker(FakeClock()))
+    router = door.transport = ZmtpRouter(FlushScheduler(turns), door.received_all, door.lost)
+
+    def peer(*commands):
+        conn = router.buildProtocol(None)
+        conn.makeConnection(FakeTransport())
+        conn.dataReceived(GREETING + ready("DEALER"))
+        conn.dataReceived(b"".join(message(codec.encode(c)) for c in commands))
+        turns.run()
+        return conn
+
+    crew = [peer(codec.ConnectionOpen(f"worker-{k}"), codec.ServiceOffer("svc", ".*"))
+            for k in range(workers)]
+    client = peer(codec.ConnectionOpen("client"))
+    one = message(codec.encode(codec.ServiceSend("svc", "req", "", 0, (b"x" * size,))))
+    per_chunk = max(1, 65536 // len(one))
+    chunks = [one * per_chunk for _ in range(0, n, per_chunk)]
+    before = sum(w.transport.written for w in crew)
+    start = time.process_time()
+    for chunk in chunks:
+        client.dataReceived(chunk)
+        turns.run()
+    seconds = time.process_time() - start
+    count = len(chunks) * per_chunk
+    assert sum(w.transport.written for w in crew) - before >= count * size
+    return count / seconds
+
+
 def twino(n, broadcast):
     """A producer pushing to (jobs, 1) and a member acking every message (push), or four
     members that do not ack (broadcast)."""
@@ -217,6 +256,9 @@ CASES = {
     "mqks-publish": lambda n: mqks(n, False),
     "mqks-manual-ack": lambda n: mqks(n, True),
     "malamute-service": lambda n: malamute(n, "service"),
+    "malamute-service-wire-1": lambda n: malamute_wire(n, 1),
+    "malamute-service-wire-4": lambda n: malamute_wire(n, 4),
+    "malamute-service-wire-4k": lambda n: malamute_wire(n, 1, 4096),
     "malamute-stream": lambda n: malamute(n, "stream"),
     "malamute-stream-mixed": lambda n: malamute(n, "stream-mixed"),
     "malamute-mailbox": lambda n: malamute(n, "mailbox"),

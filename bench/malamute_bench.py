@@ -87,7 +87,7 @@ def main():
     server = spawn("bench.malamute_load", "server", endpoint)
     results = []
     try:
-        assert server.stdout.readline().strip() == "ready"
+        assert server.stdout.readline().split()[0] == "ready"
         time.sleep(0.5)
         results.append({"run": "idle", "server_rss_mb": round(rss_mb(server.pid), 1)})
         print(results[-1], flush=True)

@@ -3,11 +3,14 @@
     python -m bench.malamute_load server ENDPOINT
     python -m bench.malamute_load reader ENDPOINT MODE N [--slow]
     python -m bench.malamute_load writer ENDPOINT MODE N [SIZE]
-    python -m bench.malamute_load rtt ENDPOINT N
+    python -m bench.malamute_load rtt ENDPOINT N [--zmq]
+    python -m bench.malamute_load workers ENDPOINT SERVICE W N SIZE
+    python -m bench.malamute_load clients ENDPOINT SERVICE M N SIZE
 MODE is stream (every subject matches), perftest (mlm_perftest's mix: N `temp.moscow`
 that match the reader's `temp.` and N `rain.moscow` that do not), mailbox or service.
 Readers print `ready` once subscribed, writers wait for `go` on stdin; each prints one
-JSON line at the end. The peers are bench.zmtp_dealer's plain-socket DEALERs sending
+JSON line at the end. `workers` and `clients` are the service run's two sides, W (M) DEALERs in one
+process each (bench.malamute_service_bench). The peers are bench.zmtp_dealer's plain-socket DEALERs sending
 pre-encoded batches, which keeps the generator cheaper than the broker; the wire is what
 mlm_client sends.
 """
@@ -32,15 +35,28 @@ def _dealer(endpoint, address):
     return dealer
 
 
-def server(endpoint):
+def server(endpoint, profile=None):
+    """The broker. With `profile` (a file name), SIGUSR1 starts cProfile and SIGUSR2
+    stops it and writes the stats there, so a profile covers one run and nothing else."""
     from twisted.internet import reactor
 
     from mqksbridge.bridge import config
-    from mqksbridge.bridge.service import DOORS, build
-    overrides = {door: {"listen": []} for door in [*DOORS, "admin"]}
+    from mqksbridge.bridge.service import build
+    overrides = {name: {"listen": []} for name, section in config.DEFAULTS.items()
+                 if "listen" in section}
     overrides["malamute"] = {"listen": [endpoint]}
     build(config.load(overrides=overrides), reactor)[0].startService()
-    reactor.callWhenRunning(lambda: print("ready", flush=True))
+    if profile:
+        import cProfile
+        import signal
+        profiler = cProfile.Profile(time.process_time)     # CPU, not waits in epoll
+        signal.signal(signal.SIGUSR1, lambda *_: profiler.enable())
+        signal.signal(signal.SIGUSR2, lambda *_: (profiler.disable(),
+                                                  profiler.dump_stats(profile),
+                                                  print("profiled", flush=True)))
+    import mqksbridge
+    reactor.callWhenRunning(lambda: print("ready", os.path.dirname(mqksbridge.__file__),
+                                          flush=True))
     reactor.run()
 
 
@@ -98,11 +114,104 @@ def writer(endpoint, mode, n, size=20):
                       "cpu_s": _cpu() - cpu0}), flush=True)
 
 
-def rtt(endpoint, n):
-    """A -> B -> A by mailbox, one at a time; B is a thread-free echo in this process."""
-    a, b = _dealer(endpoint, "rtt-a"), _dealer(endpoint, "rtt-b")
-    ping = zmtp_message(codec.encode(codec.MailboxSend("rtt-b", "ping", "", 0, (b"x",))))
-    pong = zmtp_message(codec.encode(codec.MailboxSend("rtt-a", "pong", "", 0, (b"x",))))
+def workers(endpoint, service, w, n, size):
+    """W workers offering `service` (any subject), until N requests of `size` bytes arrived
+    among them; prints each worker's count (round robin shares them out evenly). Every
+    request is the same DELIVER, so bytes are counted, not parsed: the workers stay far
+    cheaper than the broker they measure."""
+    import selectors
+    dealers = [_dealer(endpoint, f"worker-{k}") for k in range(w)]
+    for dealer in dealers:
+        dealer.call(codec.ServiceOffer(service, ".*"))
+        assert not dealer.pending and not dealer.zmtp._buf
+    one = len(zmtp_message(codec.encode_service_deliver("client-0", service, "req", "",
+                                                        (b"x" * size,))))
+    select = selectors.DefaultSelector()
+    for k, dealer in enumerate(dealers):
+        dealer.sock.setblocking(False)
+        select.register(dealer.sock, selectors.EVENT_READ, k)
+    buffer = memoryview(bytearray(1 << 20))
+    print("ready", flush=True)
+    cpu0 = _cpu()
+    got, total, first, last = [0] * w, 0, None, None
+    while total < n * one:
+        events = select.select(30)
+        if not events:
+            break                       # lost requests: reported as a short count
+        for key, _ in events:
+            k = key.data
+            try:
+                size_read = dealers[k].sock.recv_into(buffer)
+            except BlockingIOError:
+                continue
+            got[k] += size_read
+            total += size_read
+        last = time.monotonic_ns()
+        if first is None:
+            first = last
+    print(json.dumps({"count": total // one, "per_worker": [g // one for g in got],
+                      "first_ns": first, "last_ns": last, "cpu_s": _cpu() - cpu0}), flush=True)
+
+
+def clients(endpoint, service, m, n, size):
+    """M clients sending N requests of `size` bytes in all to `service`, pipelined as
+    mlm_client_sendfor does (no reply awaited), in batches of 500 taking turns; then
+    each closes, which is answered once everything it sent was read."""
+    dealers = [_dealer(endpoint, f"client-{k}") for k in range(m)]
+    one = zmtp_message(codec.encode(codec.ServiceSend(service, "req", "", 0, (b"x" * size,))))
+    batch = one * 500
+    print("ready", flush=True)
+    sys.stdin.readline()
+    cpu0 = _cpu()
+    start = time.monotonic_ns()
+    left = [n // m + (k < n % m) for k in range(m)]
+    while any(left):
+        for k, dealer in enumerate(dealers):
+            if left[k]:
+                dealer.send(batch if left[k] >= 500 else one * left[k])
+                left[k] -= min(500, left[k])
+    for dealer in dealers:
+        dealer.call(codec.ConnectionClose())
+    print(json.dumps({"start_ns": start, "end_ns": time.monotonic_ns(),
+                      "cpu_s": _cpu() - cpu0}), flush=True)
+
+
+class _ZmqDealer:
+    """A pyzmq DEALER with ZmtpDealer's send/recv: libzmq's I/O thread on the way, as a
+    libmlm client has (the clients of the issue's measurements)."""
+
+    def __init__(self, context, endpoint, address):
+        import zmq
+        self.sock = context.socket(zmq.DEALER)
+        self.sock.connect(endpoint)
+        self.sock.send_multipart(codec.encode(codec.ConnectionOpen(address)))
+        if not isinstance(codec.decode(self.sock.recv_multipart()), codec.Ok):
+            raise SystemExit("OPEN refused")
+
+    def send(self, frames):
+        self.sock.send_multipart(frames, copy=False)
+
+    def recv(self):
+        return self.sock.recv_multipart()
+
+
+def rtt(endpoint, n, use_zmq=False):
+    """A -> B -> A by mailbox, one at a time; B is a thread-free echo in this process.
+    With `use_zmq` both are pyzmq DEALERs, else bench.zmtp_dealer's plain sockets."""
+    ping = codec.encode(codec.MailboxSend("rtt-b", "ping", "", 0, (b"x",)))
+    pong = codec.encode(codec.MailboxSend("rtt-a", "pong", "", 0, (b"x",)))
+    if use_zmq:
+        import zmq
+        context = zmq.Context()
+        a, b = _ZmqDealer(context, endpoint, "rtt-a"), _ZmqDealer(context, endpoint, "rtt-b")
+    else:
+        a, b = _dealer(endpoint, "rtt-a"), _dealer(endpoint, "rtt-b")
+        ping, pong = zmtp_message(ping), zmtp_message(pong)
+    for _ in range(100):                 # warm up: both mailboxes known, paths taken
+        a.send(ping)
+        b.recv()
+        b.send(pong)
+        a.recv()
     cpu0 = _cpu()
     samples = []
     for _ in range(n):
@@ -121,13 +230,17 @@ def rtt(endpoint, n):
 def main(argv):
     role, endpoint = argv[0], argv[1]
     if role == "server":
-        server(endpoint)
+        server(endpoint, *argv[2:3])
+    elif role == "workers":
+        workers(endpoint, argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
+    elif role == "clients":
+        clients(endpoint, argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
     elif role == "reader":
         reader(endpoint, argv[2], int(argv[3]), "--slow" in argv)
     elif role == "writer":
         writer(endpoint, argv[2], int(argv[3]), *map(int, argv[4:5]))
     else:
-        rtt(endpoint, int(argv[2]))
+        rtt(endpoint, int(argv[2]), "--zmq" in argv)
 
 
 if __name__ == "__main__":
