@@ -174,7 +174,8 @@ class ZmtpRouter(protocol.Factory):
             if gate.fill != outbox.pauses:   # it filled up anew: count afresh
                 gate.fill, gate.backlog = outbox.pauses, 0
             gate.backlog += 1
-        outbox.write(codec.message(frames))
+        outbox.write(codec.pair(frames[0], frames[1]) if len(frames) == 2
+                     else codec.message(frames))
         return True
 
     def busy(self, rid):

@@ -326,6 +326,13 @@ def test_message_equals_schema(frames):
     assert schema.parse_frames(data) == [(i < last, False, f) for i, f in enumerate(frames)]
 
 
+@given(BODY, BODY)
+def test_pair_equals_schema(head, body):
+    """The two-frame shortcut `message` takes is the general encoding."""
+    assert codec.pair(head, body) == schema.build_message([head, body])
+    assert codec.message([head, body]) == codec.pair(head, body)
+
+
 @given(NAME, st.binary(max_size=300))
 def test_command_equals_schema(name, data):
     encoded = codec.command(name, data)
