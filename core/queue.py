@@ -165,9 +165,16 @@ class Queue:
             for i, c in enumerate(consumers):
                 if (c.active and not c.client.paused and (c.credit is None or c.credit > 0)
                         and (c.filter is None or c.filter.search(subject))):
-                    consumers.append(consumers.pop(i))
+                    if i < len(consumers) - 1:
+                        consumers.append(consumers.pop(i))
                     self.received += 1
-                    self._hand(c, entry)
+                    if c.manual_ack or c.credit is not None or observer is not None:
+                        self._hand(c, entry)
+                    else:                       # _hand, for an auto-ack consumer
+                        c.delivered += 1
+                        self.delivered += 1
+                        entry.deliveries = 1
+                        c.deliver(c, entry)
                     return True
         elif self._fanout and not self.entries and not self.priority and not self._dispatching:
             consumers = self.consumers
@@ -402,22 +409,29 @@ class Queue:
 
     def _dispatch_filtered(self):
         """Malamute-style: the first ready consumer whose filter matches takes it and
-        moves to the end of the list; unmatched messages wait in FIFO order."""
-        consumers = self.consumers
+        moves to the end of the list; unmatched messages wait in FIFO order. Dispatch
+        stops when no consumer is ready (one pass over the consumers tells both)."""
+        consumers, wait = self.consumers, self.wait_for_ack
         for lane in (self.priority, self.entries):
             kept = []
             while lane:
-                if self._blocked() or not any(c.ready() for c in consumers):
+                if wait and self._outstanding > 0:
                     break
                 entry = lane.popleft()
                 subject = entry.message.subject
+                ready = False
                 for i, c in enumerate(consumers):
-                    if c.ready() and (c.filter is None or c.filter.search(subject)):
-                        consumers.append(consumers.pop(i))
-                        self.bytes -= entry.message.size
-                        self._hand(c, entry)
-                        break
+                    if c.active and not c.client.paused and (c.credit is None or c.credit > 0):
+                        ready = True
+                        if c.filter is None or c.filter.search(subject):
+                            consumers.append(consumers.pop(i))
+                            self.bytes -= entry.message.size
+                            self._hand(c, entry)
+                            break
                 else:
+                    if not ready:
+                        lane.appendleft(entry)
+                        break
                     kept.append(entry)
             lane.extendleft(reversed(kept))
 

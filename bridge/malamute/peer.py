@@ -63,14 +63,18 @@ class Peer:
             self.door._failed(self, ("mailbox delivery", mailbox.name))
 
     def service(self, consumer, entry):
-        queue = consumer.queue
-        self.traffic.delivered(entry.message)
+        """Every request passes here: _frames and _send written out."""
+        queue, message = consumer.queue, entry.message
+        self.traffic.delivered(message)
         try:
-            frames = self._frames(service_frames, queue.name, entry.message)
-            if frames is None:
-                entry.notify("nack", consumer, "unrepresentable")
-            elif self.gone or not self._send(frames):
+            frames = service_frames(queue.name, message)
+            if self.gone or not self.door.transport.send(self.rid, frames):
+                if not self.gone:
+                    self.door.vanished(self)
                 queue.returned(consumer, entry)
+        except Unrepresentable as exc:
+            dropped(self.door.broker, "malamute", message, exc.reason)
+            entry.notify("nack", consumer, "unrepresentable")
         except Exception:
             self.door._failed(self, ("service delivery", queue.name))
             queue.returned(consumer, entry)
