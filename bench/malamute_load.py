@@ -44,7 +44,8 @@ def server(endpoint, profile=None):
     from mqksbridge.bridge.service import build
     overrides = {name: {"listen": []} for name, section in config.DEFAULTS.items()
                  if "listen" in section}
-    overrides["malamute"] = {"listen": [endpoint]}
+    # the load roles send no heartbeats: a run slowed by a profiler must not expire them
+    overrides["malamute"] = {"listen": [endpoint], "timeout": 3600.0}
     build(config.load(overrides=overrides), reactor)[0].startService()
     if profile:
         import cProfile

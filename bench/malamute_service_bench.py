@@ -110,7 +110,7 @@ class Broker:
 # -- the profile, grouped ----------------------------------------------------------------
 
 GROUPS = [   # (path fragment, function names or None for all) -> group, first match wins
-    ("protocols/zmtp/codec.py", {"message", "frame"}, "encode"),
+    ("protocols/zmtp/codec.py", {"message", "frame", "pair"}, "encode"),
     ("protocols/zmtp/", None, "ZMTP decode"),
     ("malamute/zmtp_router.py", {"dataReceived", "_events"}, "ZMTP decode"),
     ("malamute/zmtp_router.py", None, "write"),
