@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.twino_bench
 	$(BIN)/python -m bench.malamute_bench
+	$(BIN)/python -m bench.malamute_service_bench
 	$(BIN)/python -m bench.interop_bench
 	$(BIN)/python -m bench.admin_overhead
 	$(BIN)/python -m bench.textqueue_codec
