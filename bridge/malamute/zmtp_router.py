@@ -18,6 +18,7 @@ import os
 from twisted.internet import protocol
 from twisted.logger import Logger
 
+from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.protocols.zmtp import codec
@@ -66,11 +67,13 @@ class ZmtpConnection(protocol.Protocol):
         self.outbox = None
 
     def connectionMade(self):
-        self.outbox = Outbox(self.transport, self.router.scheduler, self.gate)
+        self.input = Input(self.transport)
+        self.outbox = Outbox(self.transport, self.router.scheduler, self.gate,
+                             input=self.input)
         peer = self.transport.getPeer()
         self.traffic = self.router.traffic.open(
             f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}", self.transport,
-            self.outbox, self.goodbye)
+            self.outbox, self.goodbye, self.input)
         self.outbox.write(self.zmtp.preamble())
 
     def goodbye(self):
@@ -190,6 +193,6 @@ class ZmtpRouter(protocol.Factory):
         conn = self.peers.get(rid)
         if conn is not None:
             conn.gate.attach(client)
-            client.input = conn.transport
+            client.input = conn.input
             conn.traffic.client = client
             return conn.traffic
