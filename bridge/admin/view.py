@@ -138,6 +138,7 @@ class AdminView:
             "consumers": len(consumers),
             "unacked": sum(len(c.unacked) for c in consumers),
             "paused": bool(client is not None and client.paused),
+            "input_held": sorted(traffic.input.reasons),
             "bytes_in": traffic.bytes_in,
             "bytes_out": traffic.bytes_out,
             "messages_in": traffic.messages_in,

@@ -3,8 +3,11 @@
 Each accepted connection gets a routing id once its handshake is done: the identity the
 peer announced, or five bytes made up the way libzmq makes them (a zero byte, then a
 32-bit counter). A second connection announcing an identity in use is closed, as libzmq's
-ROUTER does without ROUTER_HANDOVER. Messages arrive in batches, `on_message(routing_id, messages)` once per read;
-a connection that ends is reported once as `on_gone(routing_id)`.
+ROUTER does without ROUTER_HANDOVER. Messages arrive in batches,
+`on_message(routing_id, messages, held)` once per read; it returns how many it handled,
+fewer when a request left the connection's input held (`held`, its bridge.inputs reasons):
+the rest is kept and handed over once the input is let go. A connection that ends is
+reported once as `on_gone(routing_id)`.
 
 Output goes through an Outbox per connection (one write per reactor turn). While a peer's
 transport is full its output collects there; past the Outbox's mark the peer's Gate pauses
@@ -65,9 +68,10 @@ class ZmtpConnection(protocol.Protocol):
         self.zmtp = Connection("ROUTER", router.max_message)
         self.gate = Gate()
         self.outbox = None
+        self.kept = None                 # messages of a read not handed over (input held)
 
     def connectionMade(self):
-        self.input = Input(self.transport)
+        self.input = Input(self.transport, self._carry_on)
         self.outbox = Outbox(self.transport, self.router.scheduler, self.gate,
                              input=self.input)
         peer = self.transport.getPeer()
@@ -93,7 +97,21 @@ class ZmtpConnection(protocol.Protocol):
         if zmtp.events:
             return self._events(messages)
         if messages:
-            self.router.deliver(self.rid, messages)
+            self._deliver(messages)
+
+    def _deliver(self, messages):
+        if self.kept is not None:        # a transport that reads on while held (TLS)
+            self.kept += messages
+            return
+        done = self.router.deliver(self.rid, messages, self.input.reasons)
+        if done is not None and done < len(messages) and self.zmtp.state != "closed":
+            self.kept = messages[done:]
+
+    def _carry_on(self):
+        """The input is no longer held: hand over the messages kept from the last read."""
+        if self.kept is not None:
+            messages, self.kept = self.kept, None
+            self._deliver(messages)
 
     def _events(self, messages):
         """The handshake's end comes before any message; pings and goodbyes after."""
@@ -102,7 +120,7 @@ class ZmtpConnection(protocol.Protocol):
             if isinstance(event, Ready) and not self.router.attach(self, event.identity):
                 return self.refuse("routing id already in use")
         if messages:
-            self.router.deliver(self.rid, messages)
+            self._deliver(messages)
         for event in events:
             if isinstance(event, Ping):
                 self.outbox.write(codec.pong(event.context))
@@ -122,6 +140,7 @@ class ZmtpConnection(protocol.Protocol):
         self.transport.loseConnection()
 
     def connectionLost(self, reason):
+        self.kept = None
         if self.outbox is not None:
             self.outbox.closed = True
             self.router.traffic.close(self.traffic)

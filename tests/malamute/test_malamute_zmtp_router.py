@@ -68,7 +68,7 @@ class EchoDoor:
                                  **options)
         self.listeners = []
 
-    def on_message(self, rid, messages):
+    def on_message(self, rid, messages, held=()):
         for frames in messages:
             self.received.append((rid, frames))
             self.router.send(rid, [b"re:" + frames[0]])
@@ -503,10 +503,10 @@ async def test_a_door_that_raises_for_one_peer_costs_that_connection_only(door, 
     bad_rid = d.rid_of(b"bad")
     deliver = d.router.deliver
 
-    def buggy(rid, messages):
+    def buggy(rid, messages, held):
         if rid == bad_rid:
             raise RuntimeError("a door bug")
-        return deliver(rid, messages)
+        return deliver(rid, messages, held)
     d.router.deliver = buggy
     bad.send(b"boom")
     await until(lambda: bad_rid in d.gone, what="that connection closed")
