@@ -38,6 +38,7 @@ DEFAULTS = {
         "mailbox_size_warn": "max",   # log once when a mailbox holds more bytes than this
         "high_water": 10000,         # stream copies held for a peer whose socket is full
         "max_message_size": 64 << 20,  # larger ZeroMQ messages: connection closed
+        "max_frames": 1024,          # more frames in one ZeroMQ message: connection closed
         "credit": True,              # honour CREDIT from clients that send it (opt-in)
         "max_subscriptions": 1000,   # stream reads + service offers per session; then ERROR 300
         "max_pattern": 255,          # bytes of a STREAM-READ/SERVICE-OFFER pattern; then ERROR 300
@@ -324,7 +325,8 @@ RULES = {
     "malamute.check_interval": number(0.001, 3600.0),
     "malamute.mailbox_size_warn": byte_limit,
     "malamute.high_water": integer(1, 1 << 31),
-    "malamute.max_message_size": integer(64, 1 << 40),
+    "malamute.max_message_size": integer(1024, 1 << 40),
+    "malamute.max_frames": integer(2, 1 << 20),
     "malamute.credit": boolean,
     "malamute.max_subscriptions": integer(1, 1 << 20),
     "malamute.max_pattern": integer(1, 255),

@@ -386,6 +386,7 @@ def build(config, broker, scheduler, reactor, clock):
     door.transport = ZmtpRouter(scheduler, door.received_all, door.lost,
                                 high_water=int(settings["high_water"]),
                                 max_message=int(settings["max_message_size"]),
+                                max_frames=int(settings["max_frames"]),
                                 traffic=DoorTraffic(DOOR, clock.seconds))
     door.traffic = door.transport.traffic
     sweep = periodic(float(settings["check_interval"]), door.sweep, clock,

@@ -65,7 +65,7 @@ class ZmtpConnection(protocol.Protocol):
 
     def __init__(self, router):
         self.router = router
-        self.zmtp = Connection("ROUTER", router.max_message)
+        self.zmtp = Connection("ROUTER", router.max_message, router.max_frames)
         self.gate = Gate()
         self.outbox = None
         self.kept = None                 # messages of a read not handed over (input held)
@@ -151,13 +151,15 @@ class ZmtpRouter(protocol.Factory):
     """The ROUTER: routing ids to connections, for any number of listening endpoints."""
 
     def __init__(self, scheduler, on_message, on_gone, *, high_water=10_000,
-                 max_message=codec.DEFAULT_MAX_MESSAGE, traffic=None):
+                 max_message=codec.DEFAULT_MAX_MESSAGE, max_frames=codec.DEFAULT_MAX_FRAMES,
+                 traffic=None):
         self.scheduler = scheduler
         self.traffic = traffic or DoorTraffic("zmtp", scheduler.seconds)   # admin counters
         self.deliver = on_message
         self.on_gone = on_gone
         self.high_water = high_water
         self.max_message = max_message
+        self.max_frames = max_frames
         self.peers = {}                  # routing id -> ZmtpConnection
         self._ids = itertools.count(int.from_bytes(os.urandom(4), "big"))
         self.refused = 0                 # connections closed for breaking the protocol

@@ -398,7 +398,7 @@ async def test_raw_garbage_closed_others_unharmed(door, dealers, case):
 
 @pytest_twisted.ensureDeferred
 async def test_message_over_max_message_closes_that_connection(door, dealers):
-    d = door(max_message=1000)
+    d = door(max_message=1000 + codec.FRAME_COST)       # one frame of 1000 bytes fits
     [bound] = await d.listen("tcp://127.0.0.1:*")
     other = dealers(bound)
     await echo(other, b"other")
