@@ -52,6 +52,7 @@ DEFAULTS = {
         "ping_interval": 120.0,      # idle seconds before the server PINGs a client
         "ping_timeout": 10.0,        # seconds a PINGed client has to show any traffic
         "handshake_timeout": 10.0,   # seconds to send protocol bytes and hello
+        "max_hello": 64 * 1024,      # bytes held before a hello is in; more: connection closed
         "check_interval": 1.0,       # one sweep over every connection for the three above
         "token": "",                 # when set, hellos must carry this Client-Token (else 401)
         "allow_admin": True,         # false: admin operations (604-663) answer 401
@@ -338,6 +339,7 @@ RULES = {
     "twino.ping_interval": SECONDS,
     "twino.ping_timeout": SECONDS,
     "twino.handshake_timeout": SECONDS,
+    "twino.max_hello": integer(256, 1 << 24),
     "twino.check_interval": number(0.001, 3600.0),
     "twino.token": string(),
     "twino.allow_admin": boolean,

@@ -164,7 +164,8 @@ class TwinoConnection(protocol.Protocol):
         self.outbox = Outbox(self.transport, door.scheduler, self.client,
                              door.settings["high_water"], input=self.input)
         self.write = self.outbox.write
-        self.hs = TwinoServerConnection(door.settings["max_frame_size"])
+        self.hs = TwinoServerConnection(door.settings["max_frame_size"],
+                                        max_hello=door.settings["max_hello"])
         self.opened_at = self.last_seen = door.clock()
         self.connected = True
         door.connections.add(self)
@@ -282,11 +283,19 @@ class TwinoConnection(protocol.Protocol):
         self.close("broker shutting down")
 
     def connectionLost(self, reason):
+        """The connection, its client and its transport refer to each other, and the raised
+        GC thresholds make the full collections that free such cycles rare: what this
+        connection holds (a partial frame of up to max_frame_size) is let go here, and the
+        client's reference to it dropped."""
         self.connected = False
         self.kept = None
         self.outbox.closed = True
         self.door.traffic.close(self.traffic)
-        self.door.disconnected(self)
+        try:
+            self.door.disconnected(self)
+        finally:
+            self.decoder = self.hs = None
+            self.client.attrs.pop("twino", None)
 
 
 def build(config, broker, scheduler, reactor, clock):
