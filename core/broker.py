@@ -231,12 +231,12 @@ class Broker:
         for name in list(client.streams):
             stream = self.streams.get(name)
             if stream is not None:
-                stream.remove_readers(client)
+                _attempt(errors, stream.remove_readers, client)
         client.streams.clear()
         if client.mailbox is not None:
-            client.mailbox.detach(client)
+            _attempt(errors, client.mailbox.detach, client)
         if client.held:
-            self.flow.forget(client)
+            _attempt(errors, self.flow.forget, client)
         _attempt(errors, self.emit, "client-disconnected", client=client)
         if errors:
             raise ExceptionGroup("broker disconnect", errors)

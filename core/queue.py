@@ -337,7 +337,7 @@ class Queue:
             return
         if setting is True:
             self.broker.delete_queue(self.name)
-        else:
+        elif setting < float("inf"):                   # inf: never (doors refuse nan, < 0)
             self._unused_timer = self.broker.clock.call_later(float(setting), self._unused_expired)
 
     def _unused_expired(self):

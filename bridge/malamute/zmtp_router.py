@@ -21,6 +21,7 @@ import os
 from twisted.internet import protocol
 from twisted.logger import Logger
 
+from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
@@ -141,10 +142,11 @@ class ZmtpConnection(protocol.Protocol):
 
     def connectionLost(self, reason):
         self.kept = None
+        steps = [lambda: self.router.detach(self)]
         if self.outbox is not None:
             self.outbox.closed = True
-            self.router.traffic.close(self.traffic)
-        self.router.detach(self)
+            steps.insert(0, lambda: self.router.traffic.close(self.traffic))
+        each(log, "zmtp connection lost", steps)
 
 
 class ZmtpRouter(protocol.Factory):

@@ -353,8 +353,9 @@ class MqksConnection(protocol.Protocol):
         self.kept = None
         self.outbox.closed = True
         self.door.connections.discard(self)
-        self.door.traffic.close(self.traffic)
-        self.door.disconnected(self)
+        door = self.door
+        each(log, "mqks connection lost", (lambda: door.traffic.close(self.traffic),
+                                           lambda: door.disconnected(self)))
 
 
 def build(config, broker, scheduler, reactor, clock):

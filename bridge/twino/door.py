@@ -290,12 +290,11 @@ class TwinoConnection(protocol.Protocol):
         self.connected = False
         self.kept = None
         self.outbox.closed = True
-        self.door.traffic.close(self.traffic)
-        try:
-            self.door.disconnected(self)
-        finally:
-            self.decoder = self.hs = None
-            self.client.attrs.pop("twino", None)
+        door = self.door
+        each(log, "twino connection lost", (lambda: door.traffic.close(self.traffic),
+                                            lambda: door.disconnected(self)))
+        self.decoder = self.hs = None
+        self.client.attrs.pop("twino", None)
 
 
 def build(config, broker, scheduler, reactor, clock):
