@@ -23,6 +23,9 @@ DEFAULTS = {
         "queue_size_limit": "max",   # content bytes per queue, whoever creates it; or
                                      # [[pattern, bytes], ...] by name, first match wins
         "mailbox_size_limit": "max",  # the same per mailbox (Malamute addresses, Twino clients)
+        "memory_watermark": 0.4,     # resident memory past which publishers are not read:
+                                     # a fraction of the machine's, bytes, or "max" (off)
+        "memory_check_interval": 0.5,  # seconds between checks of the watermark
     },
     "mqks": {
         "listen": ["tcp:25000"],
@@ -239,6 +242,15 @@ def size_limits(value):
     return byte_limit(value) and 'must be a byte count, "max", or a list of [pattern, bytes]'
 
 
+def memory_watermark(value):
+    """A fraction of the machine's memory (0 < x <= 1), bytes (at least 1 MiB), or "max"."""
+    if value == "max" or (type(value) is float and 0 < value <= 1):
+        return None
+    if type(value) is int and 1 << 20 <= value <= 1 << 50:
+        return None
+    return 'must be a fraction of the machine\'s memory (0 < x <= 1.0), bytes, or "max"'
+
+
 def endpoints(parse):
     """A list of endpoint strings, each accepted by `parse` (raises ValueError)."""
     def check(value):
@@ -316,6 +328,8 @@ RULES = {
     "broker.shutdown_timeout": number(0.1, 3600.0),
     "broker.queue_size_limit": size_limits,
     "broker.mailbox_size_limit": size_limits,
+    "broker.memory_watermark": memory_watermark,
+    "broker.memory_check_interval": number(0.01, 60.0),
     "mqks.listen": endpoints(twisted_endpoint),
     "mqks.stream": string(nonempty=True),
     "mqks.max_line": integer(64, 1 << 30),

@@ -32,6 +32,7 @@ class Broker:
         self.channels = {}
         self.clients = {}
         self.counters = Counter()
+        self.memory = None             # the bridge's memory watermark (its state() for views)
         self.storage = StorageBarrier()  # durable records -> confirmations (core.storage)
         self._listeners = []
 

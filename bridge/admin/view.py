@@ -85,6 +85,7 @@ class AdminView:
             "rates": {key: _round(sum(d["rates"][key] for d in doors)) for key in
                       ("messages_in", "messages_out", "bytes_in", "bytes_out")},
             "flows": self.flows(),
+            "memory": broker.memory.state() if broker.memory is not None else None,
         }
 
     def flows(self):
