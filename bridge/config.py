@@ -11,6 +11,8 @@ import json
 import math
 import tomllib
 
+from mqksbridge.core.limits import overflow_error
+
 DEFAULTS = {
     "data_dir": "./var",
     "broker": {
@@ -23,6 +25,9 @@ DEFAULTS = {
         "queue_size_limit": "max",   # content bytes per queue, whoever creates it; or
                                      # [[pattern, bytes], ...] by name, first match wins
         "mailbox_size_limit": "max",  # the same per mailbox (Malamute addresses, Twino clients)
+        "queue_length_limit": "max",  # messages a queue keeps; or [[pattern, count], ...]
+        "queue_overflow": "reject",  # a put into a full queue: reject, drop-oldest,
+                                     # dead-letter:QUEUE; or [[pattern, policy], ...]
         "memory_watermark": 0.4,     # resident memory past which publishers are not read:
                                      # a fraction of the machine's, bytes, or "max" (off)
         "memory_check_interval": 0.5,  # seconds between checks of the watermark
@@ -242,6 +247,18 @@ def size_limits(value):
     return byte_limit(value) and 'must be a byte count, "max", or a list of [pattern, bytes]'
 
 
+def overflow_policies(value):
+    """One overflow policy (core.limits) for every queue, or [[pattern, policy], ...]."""
+    if isinstance(value, list):
+        for rule in value:
+            if not isinstance(rule, list) or len(rule) != 2 or not isinstance(rule[0], str):
+                return "must be a policy or a list of [pattern, policy] pairs"
+            if overflow_error(rule[1]):
+                return overflow_error(rule[1])
+        return None
+    return overflow_error(value)
+
+
 def memory_watermark(value):
     """A fraction of the machine's memory (0 < x <= 1), bytes (at least 1 MiB), or "max"."""
     if value == "max" or (type(value) is float and 0 < value <= 1):
@@ -328,6 +345,8 @@ RULES = {
     "broker.shutdown_timeout": number(0.1, 3600.0),
     "broker.queue_size_limit": size_limits,
     "broker.mailbox_size_limit": size_limits,
+    "broker.queue_length_limit": size_limits,
+    "broker.queue_overflow": overflow_policies,
     "broker.memory_watermark": memory_watermark,
     "broker.memory_check_interval": number(0.01, 60.0),
     "mqks.listen": endpoints(twisted_endpoint),

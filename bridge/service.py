@@ -147,7 +147,9 @@ def build(config, reactor=None, clock=None):
     broker = Broker(ReactorClock(clock), flow_limit=settings["flow_limit"] or None,
                     flow_max_hold=settings["flow_max_hold"],
                     queue_size_limit=configuration.size_limit(settings["queue_size_limit"]),
-                    mailbox_size_limit=configuration.size_limit(settings["mailbox_size_limit"]))
+                    mailbox_size_limit=configuration.size_limit(settings["mailbox_size_limit"]),
+                    queue_length_limit=configuration.size_limit(settings["queue_length_limit"]),
+                    queue_overflow=settings["queue_overflow"])
     GcTuning(settings["gc_threshold"]).setServiceParent(top)
     # Periodic work has one form: bridge/ owns it as TimerServices on the injected clock
     # (bridge.clock.periodic; a step that fails is logged and runs again next time). The
