@@ -11,6 +11,8 @@ import json
 import math
 import tomllib
 
+from mqksbridge.core.limits import overflow_error
+
 DEFAULTS = {
     "data_dir": "./var",
     "broker": {
@@ -23,6 +25,12 @@ DEFAULTS = {
         "queue_size_limit": "max",   # content bytes per queue, whoever creates it; or
                                      # [[pattern, bytes], ...] by name, first match wins
         "mailbox_size_limit": "max",  # the same per mailbox (Malamute addresses, Twino clients)
+        "queue_length_limit": "max",  # messages a queue keeps; or [[pattern, count], ...]
+        "queue_overflow": "reject",  # a put into a full queue: reject, drop-oldest,
+                                     # dead-letter:QUEUE; or [[pattern, policy], ...]
+        "memory_watermark": 0.4,     # resident memory past which publishers are not read:
+                                     # a fraction of the machine's, bytes, or "max" (off)
+        "memory_check_interval": 0.5,  # seconds between checks of the watermark
     },
     "mqks": {
         "listen": ["tcp:25000"],
@@ -38,6 +46,7 @@ DEFAULTS = {
         "mailbox_size_warn": "max",   # log once when a mailbox holds more bytes than this
         "high_water": 10000,         # stream copies held for a peer whose socket is full
         "max_message_size": 64 << 20,  # larger ZeroMQ messages: connection closed
+        "max_frames": 1024,          # more frames in one ZeroMQ message: connection closed
         "credit": True,              # honour CREDIT from clients that send it (opt-in)
         "max_subscriptions": 1000,   # stream reads + service offers per session; then ERROR 300
         "max_pattern": 255,          # bytes of a STREAM-READ/SERVICE-OFFER pattern; then ERROR 300
@@ -51,6 +60,7 @@ DEFAULTS = {
         "ping_interval": 120.0,      # idle seconds before the server PINGs a client
         "ping_timeout": 10.0,        # seconds a PINGed client has to show any traffic
         "handshake_timeout": 10.0,   # seconds to send protocol bytes and hello
+        "max_hello": 64 * 1024,      # bytes held before a hello is in; more: connection closed
         "check_interval": 1.0,       # one sweep over every connection for the three above
         "token": "",                 # when set, hellos must carry this Client-Token (else 401)
         "allow_admin": True,         # false: admin operations (604-663) answer 401
@@ -237,6 +247,27 @@ def size_limits(value):
     return byte_limit(value) and 'must be a byte count, "max", or a list of [pattern, bytes]'
 
 
+def overflow_policies(value):
+    """One overflow policy (core.limits) for every queue, or [[pattern, policy], ...]."""
+    if isinstance(value, list):
+        for rule in value:
+            if not isinstance(rule, list) or len(rule) != 2 or not isinstance(rule[0], str):
+                return "must be a policy or a list of [pattern, policy] pairs"
+            if overflow_error(rule[1]):
+                return overflow_error(rule[1])
+        return None
+    return overflow_error(value)
+
+
+def memory_watermark(value):
+    """A fraction of the machine's memory (0 < x <= 1), bytes (at least 1 MiB), or "max"."""
+    if value == "max" or (type(value) is float and 0 < value <= 1):
+        return None
+    if type(value) is int and 1 << 20 <= value <= 1 << 50:
+        return None
+    return 'must be a fraction of the machine\'s memory (0 < x <= 1.0), bytes, or "max"'
+
+
 def endpoints(parse):
     """A list of endpoint strings, each accepted by `parse` (raises ValueError)."""
     def check(value):
@@ -314,6 +345,10 @@ RULES = {
     "broker.shutdown_timeout": number(0.1, 3600.0),
     "broker.queue_size_limit": size_limits,
     "broker.mailbox_size_limit": size_limits,
+    "broker.queue_length_limit": size_limits,
+    "broker.queue_overflow": overflow_policies,
+    "broker.memory_watermark": memory_watermark,
+    "broker.memory_check_interval": number(0.01, 60.0),
     "mqks.listen": endpoints(twisted_endpoint),
     "mqks.stream": string(nonempty=True),
     "mqks.max_line": integer(64, 1 << 30),
@@ -324,7 +359,8 @@ RULES = {
     "malamute.check_interval": number(0.001, 3600.0),
     "malamute.mailbox_size_warn": byte_limit,
     "malamute.high_water": integer(1, 1 << 31),
-    "malamute.max_message_size": integer(64, 1 << 40),
+    "malamute.max_message_size": integer(1024, 1 << 40),
+    "malamute.max_frames": integer(2, 1 << 20),
     "malamute.credit": boolean,
     "malamute.max_subscriptions": integer(1, 1 << 20),
     "malamute.max_pattern": integer(1, 255),
@@ -336,6 +372,7 @@ RULES = {
     "twino.ping_interval": SECONDS,
     "twino.ping_timeout": SECONDS,
     "twino.handshake_timeout": SECONDS,
+    "twino.max_hello": integer(256, 1 << 24),
     "twino.check_interval": number(0.001, 3600.0),
     "twino.token": string(),
     "twino.allow_admin": boolean,

@@ -16,6 +16,11 @@ Pausing the client only at the mark, not whenever the transport is full, matters
 transport reports full after nearly every large turn (it writes on the next poll), and a
 client paused then makes every message read in between take the queue's backlog path.
 
+Past the mark the connection's input (bridge.inputs) is held too, for the reason OUTPUT:
+a client that sends requests and never reads their replies (`_eval`s, pings, list
+operations) is not read any further until its output drains, so its replies cannot pile
+up either. Both let go once the outbox is under the mark with the transport writing again.
+
 A failure while making or handing over one connection's output (a converter bug in
 `render`, a transport that raises) costs that connection only: it is logged, the
 connection is closed (`lose`, by default the transport's loseConnection) and every other
@@ -24,6 +29,8 @@ connection on the turn's list is still flushed.
 from twisted.internet.interfaces import IPushProducer
 from twisted.logger import Logger
 from zope.interface import implementer
+
+from mqksbridge.bridge.inputs import OUTPUT
 
 log = Logger(namespace="mqksbridge.outbox")
 
@@ -58,8 +65,9 @@ class Outbox:
     """Per-connection pending output; registered as the transport's push producer."""
 
     def __init__(self, transport, scheduler, client, high_water=256 * 1024, render=None,
-                 lose=None):
+                 lose=None, input=None):
         self.transport = transport
+        self.input = input               # bridge.inputs.Input: held past the mark
         self.render = render             # deferred items -> bytes (see defer)
         self.lose = lose or transport.loseConnection   # closes this connection (failed)
         self.deferred = []
@@ -85,7 +93,7 @@ class Outbox:
             self.dirty = True
             self.scheduler.mark(self)
         if self.pending > self.high_water and not self.client.paused:
-            self.client.pause()
+            self._full()
 
     def defer(self, item, size):
         """Queue `item` for `render` at flush time; `size` (its bytes, about) counts toward
@@ -96,7 +104,13 @@ class Outbox:
             self.dirty = True
             self.scheduler.mark(self)
         if self.pending > self.high_water and not self.client.paused:
-            self.client.pause()
+            self._full()
+
+    def _full(self):
+        """Past the mark: stop feeding this connection and stop reading it."""
+        self.client.pause()
+        if self.input is not None:
+            self.input.hold(OUTPUT)
 
     def _render(self):
         """Deferred items to bytes; runs inside whatever wrote (often another client's
@@ -123,6 +137,10 @@ class Outbox:
             self.transport.write(data)
         if self.client.paused and not self.transport_paused:
             self.client.resume()
+        input = self.input
+        if (input is not None and input.reasons and OUTPUT in input.reasons
+                and not self.transport_paused and self.pending <= self.high_water):
+            input.release(OUTPUT)        # the client's resume may have filled us again
 
     def close(self):
         """Hand what is pending to the transport, then stop producing (connection going

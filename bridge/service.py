@@ -18,6 +18,7 @@ from mqksbridge.bridge import admin as admin_endpoint
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.clock import ReactorClock, periodic
 from mqksbridge.bridge.logs import json_observer, log_file
+from mqksbridge.bridge.memory import MemoryWatermark, watermark_bytes
 from mqksbridge.bridge.outbox import FlushScheduler
 from mqksbridge.bridge.shutdown import BridgeService
 from mqksbridge.core import Broker
@@ -146,7 +147,9 @@ def build(config, reactor=None, clock=None):
     broker = Broker(ReactorClock(clock), flow_limit=settings["flow_limit"] or None,
                     flow_max_hold=settings["flow_max_hold"],
                     queue_size_limit=configuration.size_limit(settings["queue_size_limit"]),
-                    mailbox_size_limit=configuration.size_limit(settings["mailbox_size_limit"]))
+                    mailbox_size_limit=configuration.size_limit(settings["mailbox_size_limit"]),
+                    queue_length_limit=configuration.size_limit(settings["queue_length_limit"]),
+                    queue_overflow=settings["queue_overflow"])
     GcTuning(settings["gc_threshold"]).setServiceParent(top)
     # Periodic work has one form: bridge/ owns it as TimerServices on the injected clock
     # (bridge.clock.periodic; a step that fails is logged and runs again next time). The
@@ -155,6 +158,9 @@ def build(config, reactor=None, clock=None):
     periodic(settings["sweep_interval"], broker.tick, clock, "broker sweep").setServiceParent(top)
     scheduler = FlushScheduler(reactor)
     doors, listeners = {}, {}
+    broker.memory = MemoryWatermark(watermark_bytes(settings["memory_watermark"]), doors)
+    periodic(settings["memory_check_interval"], broker.memory.check, clock,
+             "memory watermark").setServiceParent(top)
     for name in DOORS:
         module = importlib.import_module(f"mqksbridge.bridge.{name}")
         doors[name], listeners[name] = module.build(config, broker, scheduler, reactor, clock)

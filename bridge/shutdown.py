@@ -18,6 +18,7 @@ from twisted.application import service
 from twisted.internet import defer
 from twisted.logger import ILogObserver, Logger
 
+from mqksbridge.bridge.inputs import SHUTDOWN
 from mqksbridge.bridge.listeners import ListenerService
 
 log = Logger(namespace="mqksbridge.shutdown")
@@ -56,7 +57,7 @@ class BridgeService(service.MultiService):
         deadline = self.reactor.seconds() + self.timeout
         children = list(self)[::-1]
         for traffic in self.connections():
-            traffic.transport.pauseProducing()
+            traffic.input.hold(SHUTDOWN)
         self._flush()
         listeners = [s for s in children if isinstance(s, ListenerService)]
         await self._bounded([defer.maybeDeferred(s.stopService) for s in listeners],

@@ -22,6 +22,8 @@ from collections import Counter, defaultdict
 
 from twisted.internet import defer
 
+from mqksbridge.bridge.inputs import Input
+
 ORIGINS = ("mqks", "malamute", "twino", "textqueue")
 SAMPLE_MASK = 255                     # one delivery in 256 per connection is timed
 _ids = itertools.count(1)
@@ -29,17 +31,20 @@ _ids = itertools.count(1)
 
 class Traffic:
     """One connection: who (door, peer, core client once known), its counters, and how to
-    stop reading from it (`transport`) or say goodbye (`goodbye`, the door's own close)."""
+    stop reading from it (`input`, with a reason) or say goodbye (`goodbye`, the door's own
+    close)."""
 
-    __slots__ = ("id", "door", "peer", "client", "transport", "outbox", "goodbye",
+    __slots__ = ("id", "door", "peer", "client", "transport", "input", "outbox", "goodbye",
                  "opened_at", "bytes_in", "messages_in", "own", "out", "owner")
 
-    def __init__(self, door, peer, transport, outbox, goodbye, opened_at, owner=None):
+    def __init__(self, door, peer, transport, outbox, goodbye, opened_at, owner=None,
+                 input=None):
         self.id = f"{door}-{next(_ids)}"
         self.door = door
         self.peer = peer
         self.client = None
         self.transport = transport
+        self.input = input if input is not None else Input(transport)   # bridge.inputs
         self.outbox = outbox
         self.goodbye = goodbye
         self.opened_at = opened_at
@@ -92,8 +97,11 @@ class DoorTraffic:
         self.latency = None                # seconds -> None: the admin's histogram
         self._empty = []                   # Deferreds waiting for no live connection
 
-    def open(self, peer, transport, outbox, goodbye):
-        traffic = Traffic(self.door, peer, transport, outbox, goodbye, self.clock(), self)
+    def open(self, peer, transport, outbox, goodbye, input=None):
+        """A connection's Traffic; `input` is its bridge.inputs.Input (made from the
+        transport when the door has none of its own)."""
+        traffic = Traffic(self.door, peer, transport, outbox, goodbye, self.clock(), self,
+                          input)
         self.live[traffic.id] = traffic
         self.opened += 1
         return traffic

@@ -11,7 +11,7 @@ from collections import Counter
 
 from mqksbridge.core.channel import Channel, numbered
 from mqksbridge.core.flow import Flow
-from mqksbridge.core.limits import SizeLimit
+from mqksbridge.core.limits import REJECT, ByName, SizeLimit
 from mqksbridge.core.mailbox import Mailbox
 from mqksbridge.core.queue import Queue
 from mqksbridge.core.storage import StorageBarrier
@@ -20,11 +20,13 @@ from mqksbridge.core.stream import Stream
 
 class Broker:
     def __init__(self, clock, *, flow_limit=None, flow_max_hold=1.0, queue_size_limit=None,
-                 mailbox_size_limit=None):
+                 mailbox_size_limit=None, queue_length_limit=None, queue_overflow=None):
         self.clock = clock
         self.flow = Flow(clock, flow_limit, flow_max_hold)
         self.queue_size_limit = SizeLimit(queue_size_limit)
         self.mailbox_size_limit = SizeLimit(mailbox_size_limit)
+        self.queue_length_limit = SizeLimit(queue_length_limit)      # messages, by name
+        self.queue_overflow = ByName(queue_overflow, REJECT)         # core.limits policies
         self.queues = {}
         self._numbered = {}      # channel name -> {key: Queue} for queues named `C/N`
         self.streams = {}
@@ -32,6 +34,8 @@ class Broker:
         self.channels = {}
         self.clients = {}
         self.counters = Counter()
+        self.memory = None             # the bridge's memory watermark (its state() for views)
+        self.dead_lettering = False    # a full queue is moving its oldest to a dead-letter one
         self.storage = StorageBarrier()  # durable records -> confirmations (core.storage)
         self._listeners = []
 
@@ -92,6 +96,12 @@ class Broker:
                 limit = self.queue_size_limit(name)
                 if limit is not None:
                     options["max_bytes"] = limit
+            if "max_messages" not in options:
+                limit = self.queue_length_limit(name)
+                if limit is not None:
+                    options["max_messages"] = limit
+            if "overflow" not in options:
+                options["overflow"] = self.queue_overflow(name)
             queue = self.queues[name] = Queue(self, name, **options)
             self._queues_changed()
             self._claim(queue)
@@ -231,12 +241,12 @@ class Broker:
         for name in list(client.streams):
             stream = self.streams.get(name)
             if stream is not None:
-                stream.remove_readers(client)
+                _attempt(errors, stream.remove_readers, client)
         client.streams.clear()
         if client.mailbox is not None:
-            client.mailbox.detach(client)
+            _attempt(errors, client.mailbox.detach, client)
         if client.held:
-            self.flow.forget(client)
+            _attempt(errors, self.flow.forget, client)
         _attempt(errors, self.emit, "client-disconnected", client=client)
         if errors:
             raise ExceptionGroup("broker disconnect", errors)

@@ -25,13 +25,14 @@ from one periodic sweep: no timer per message.
 """
 from collections import deque
 
+from mqksbridge.core.limits import REJECT, dead_letter_queue
 from mqksbridge.core.message import Entry
 
 ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED = (
     "round-robin", "push-all", "broadcast", "pull", "cache", "paused", "stopped")
 MODES = (ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED)
 _OPTIONS = ("ack_timeout", "max_messages", "max_bytes", "max_message_size", "wait_for_ack",
-            "only_first", "when_unused")
+            "only_first", "when_unused", "overflow")
 
 
 class QueueError(Exception):
@@ -45,7 +46,7 @@ class QueueError(Exception):
 class Queue:
     def __init__(self, broker, name, mode=ROUND_ROBIN, *, ack_timeout=None, max_messages=None,
                  max_bytes=None, max_message_size=None, wait_for_ack=False, only_first=False,
-                 when_unused=None, attrs=None, shortcuts=True):
+                 when_unused=None, overflow=REJECT, attrs=None, shortcuts=True):
         self.broker = broker
         self.name = name
         self.channel = None            # the Channel that groups it (Broker claims it by name)
@@ -75,6 +76,8 @@ class Queue:
         self.only_first = only_first
         self.when_unused = when_unused
         self.shortcuts = shortcuts     # False: every put and dispatch takes the plain path
+        self.overflow = overflow       # what a put into a full queue does (core.limits)
+        self.dead_lettered = 0
         self._direct = self._fanout = self._first_match = False
         self._refresh()
 
@@ -195,6 +198,8 @@ class Queue:
         message = entry.message
         if self.limited:
             reason = self.refusal(message)
+            if reason == "full" and self.overflow != REJECT and not strict:
+                reason = self._make_room(message)
             if reason is not None:
                 if strict:
                     raise QueueError(reason)
@@ -220,6 +225,32 @@ class Queue:
             # judged on what is left once the consumers took theirs (as the shortcuts do)
             self.broker.flow.congested(self, publisher)
         return True
+
+    def _make_room(self, message):
+        """A full queue whose overflow policy is not REJECT: the oldest stored messages
+        (regular lane first) are dropped or dead-lettered until `message` fits. Messages
+        handed to consumers and not yet acked are theirs, never taken. Returns the refusal
+        left (None: it fits now)."""
+        overflow = self.overflow
+        target = dead_letter_queue(overflow)
+        if target == self.name:
+            target = None                         # its own dead letters: drop them
+        while self.refusal(message) == "full" and (self.entries or self.priority):
+            entry = self.entries.popleft() if self.entries else self.priority.popleft()
+            self.bytes -= entry.message.size
+            broker = self.broker
+            if target is not None and not broker.dead_lettering:
+                self.dead_lettered += 1
+                entry.notify("dropped", None, "dead-lettered")
+                broker.dead_lettering = True      # a full dead-letter queue drops, never
+                try:                              # sends back (no ping-pong between two)
+                    broker.queue(target).put_message(entry.message)
+                finally:
+                    broker.dead_lettering = False
+            else:
+                self.dropped += 1
+                entry.notify("dropped", None, "overflow")
+        return self.refusal(message)
 
     # -- what consumers hand back ---------------------------------------------------------
     def returned(self, consumer, entry):
@@ -344,7 +375,7 @@ class Queue:
             return
         if setting is True:
             self.broker.delete_queue(self.name)
-        else:
+        elif setting < float("inf"):                   # inf: never (doors refuse nan, < 0)
             self._unused_timer = self.broker.clock.call_later(float(setting), self._unused_expired)
 
     def _unused_expired(self):

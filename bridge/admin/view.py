@@ -85,6 +85,7 @@ class AdminView:
             "rates": {key: _round(sum(d["rates"][key] for d in doors)) for key in
                       ("messages_in", "messages_out", "bytes_in", "bytes_out")},
             "flows": self.flows(),
+            "memory": broker.memory.state() if broker.memory is not None else None,
         }
 
     def flows(self):
@@ -138,6 +139,7 @@ class AdminView:
             "consumers": len(consumers),
             "unacked": sum(len(c.unacked) for c in consumers),
             "paused": bool(client is not None and client.paused),
+            "input_held": sorted(traffic.input.reasons),
             "bytes_in": traffic.bytes_in,
             "bytes_out": traffic.bytes_out,
             "messages_in": traffic.messages_in,

@@ -69,8 +69,11 @@ class MalamuteDoor:
         """One multipart message from routing id `rid` (routing frame removed)."""
         self.received_all(rid, (frames,))
 
-    def received_all(self, rid, messages):
-        """The messages one read brought from `rid`, in order.
+    def received_all(self, rid, messages, held=()):
+        """The messages one read brought from `rid`, in order; returns how many were
+        handled: fewer than all when a command left the connection's input held (`held`,
+        its bridge.inputs reasons: its replies passed the high-water mark), the rest is
+        the connection's to keep.
 
         The SENDs, nearly all the traffic, go a run at a time: the session reads a run's
         header once (`Session.send`) and the run's messages are published with what it
@@ -100,7 +103,10 @@ class MalamuteDoor:
                     continue
             i += 1
             self._command(rid, peer, frames)
+            if held:
+                return i
             peer = self._active(rid)
+        return count
 
     def _active(self, rid):
         """The open session of `rid`, marked as seen; None before OPEN or after the end."""
@@ -380,6 +386,7 @@ def build(config, broker, scheduler, reactor, clock):
     door.transport = ZmtpRouter(scheduler, door.received_all, door.lost,
                                 high_water=int(settings["high_water"]),
                                 max_message=int(settings["max_message_size"]),
+                                max_frames=int(settings["max_frames"]),
                                 traffic=DoorTraffic(DOOR, clock.seconds))
     door.traffic = door.transport.traffic
     sweep = periodic(float(settings["check_interval"]), door.sweep, clock,

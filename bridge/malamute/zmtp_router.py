@@ -3,8 +3,11 @@
 Each accepted connection gets a routing id once its handshake is done: the identity the
 peer announced, or five bytes made up the way libzmq makes them (a zero byte, then a
 32-bit counter). A second connection announcing an identity in use is closed, as libzmq's
-ROUTER does without ROUTER_HANDOVER. Messages arrive in batches, `on_message(routing_id, messages)` once per read;
-a connection that ends is reported once as `on_gone(routing_id)`.
+ROUTER does without ROUTER_HANDOVER. Messages arrive in batches,
+`on_message(routing_id, messages, held)` once per read; it returns how many it handled,
+fewer when a request left the connection's input held (`held`, its bridge.inputs reasons):
+the rest is kept and handed over once the input is let go. A connection that ends is
+reported once as `on_gone(routing_id)`.
 
 Output goes through an Outbox per connection (one write per reactor turn). While a peer's
 transport is full its output collects there; past the Outbox's mark the peer's Gate pauses
@@ -18,6 +21,8 @@ import os
 from twisted.internet import protocol
 from twisted.logger import Logger
 
+from mqksbridge.bridge.guard import each
+from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.protocols.zmtp import codec
@@ -61,16 +66,19 @@ class ZmtpConnection(protocol.Protocol):
 
     def __init__(self, router):
         self.router = router
-        self.zmtp = Connection("ROUTER", router.max_message)
+        self.zmtp = Connection("ROUTER", router.max_message, router.max_frames)
         self.gate = Gate()
         self.outbox = None
+        self.kept = None                 # messages of a read not handed over (input held)
 
     def connectionMade(self):
-        self.outbox = Outbox(self.transport, self.router.scheduler, self.gate)
+        self.input = Input(self.transport, self._carry_on)
+        self.outbox = Outbox(self.transport, self.router.scheduler, self.gate,
+                             input=self.input)
         peer = self.transport.getPeer()
         self.traffic = self.router.traffic.open(
             f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}", self.transport,
-            self.outbox, self.goodbye)
+            self.outbox, self.goodbye, self.input)
         self.outbox.write(self.zmtp.preamble())
 
     def goodbye(self):
@@ -90,7 +98,21 @@ class ZmtpConnection(protocol.Protocol):
         if zmtp.events:
             return self._events(messages)
         if messages:
-            self.router.deliver(self.rid, messages)
+            self._deliver(messages)
+
+    def _deliver(self, messages):
+        if self.kept is not None:        # a transport that reads on while held (TLS)
+            self.kept += messages
+            return
+        done = self.router.deliver(self.rid, messages, self.input.reasons)
+        if done is not None and done < len(messages) and self.zmtp.state != "closed":
+            self.kept = messages[done:]
+
+    def _carry_on(self):
+        """The input is no longer held: hand over the messages kept from the last read."""
+        if self.kept is not None:
+            messages, self.kept = self.kept, None
+            self._deliver(messages)
 
     def _events(self, messages):
         """The handshake's end comes before any message; pings and goodbyes after."""
@@ -99,7 +121,7 @@ class ZmtpConnection(protocol.Protocol):
             if isinstance(event, Ready) and not self.router.attach(self, event.identity):
                 return self.refuse("routing id already in use")
         if messages:
-            self.router.deliver(self.rid, messages)
+            self._deliver(messages)
         for event in events:
             if isinstance(event, Ping):
                 self.outbox.write(codec.pong(event.context))
@@ -119,23 +141,27 @@ class ZmtpConnection(protocol.Protocol):
         self.transport.loseConnection()
 
     def connectionLost(self, reason):
+        self.kept = None
+        steps = [lambda: self.router.detach(self)]
         if self.outbox is not None:
             self.outbox.closed = True
-            self.router.traffic.close(self.traffic)
-        self.router.detach(self)
+            steps.insert(0, lambda: self.router.traffic.close(self.traffic))
+        each(log, "zmtp connection lost", steps)
 
 
 class ZmtpRouter(protocol.Factory):
     """The ROUTER: routing ids to connections, for any number of listening endpoints."""
 
     def __init__(self, scheduler, on_message, on_gone, *, high_water=10_000,
-                 max_message=codec.DEFAULT_MAX_MESSAGE, traffic=None):
+                 max_message=codec.DEFAULT_MAX_MESSAGE, max_frames=codec.DEFAULT_MAX_FRAMES,
+                 traffic=None):
         self.scheduler = scheduler
         self.traffic = traffic or DoorTraffic("zmtp", scheduler.seconds)   # admin counters
         self.deliver = on_message
         self.on_gone = on_gone
         self.high_water = high_water
         self.max_message = max_message
+        self.max_frames = max_frames
         self.peers = {}                  # routing id -> ZmtpConnection
         self._ids = itertools.count(int.from_bytes(os.urandom(4), "big"))
         self.refused = 0                 # connections closed for breaking the protocol
@@ -191,6 +217,6 @@ class ZmtpRouter(protocol.Factory):
         conn = self.peers.get(rid)
         if conn is not None:
             conn.gate.attach(client)
-            client.input = conn.transport
+            client.input = conn.input
             conn.traffic.client = client
             return conn.traffic

@@ -13,6 +13,7 @@ from twisted.logger import Logger
 
 from mqksbridge.bridge.convert import mqks as convert
 from mqksbridge.bridge.guard import each
+from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.names import to_name, to_wire
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
@@ -284,13 +285,15 @@ class MqksConnection(protocol.Protocol):
         suffix = "".join(random.choices(string.ascii_letters + string.digits, k=4))
         self.client = Client(f"{address}.{suffix}", DOOR, address=address)
         self.door.broker.connect(self.client)
-        self.client.input = self.transport
+        self.input = self.client.input = Input(self.transport, self._carry_on)
+        self.kept = None                     # lines of a read not served yet (input held)
         self.outbox = Outbox(self.transport, self.door.scheduler, self.client,
-                             self.door.high_water, convert.deliveries)
+                             self.door.high_water, convert.deliveries, input=self.input)
         self.write = self.outbox.write
         self.framer = LineFramer(self.door.max_line)
         self.door.connections.add(self)
-        self.traffic = self.door.traffic.open(address, self.transport, self.outbox, self.goodbye)
+        self.traffic = self.door.traffic.open(address, self.transport, self.outbox, self.goodbye,
+                                              self.input)
         self.traffic.client = self.client
 
     def goodbye(self):
@@ -305,14 +308,29 @@ class MqksConnection(protocol.Protocol):
             lines = self.framer.feed(data)
         except LineTooLong as exc:
             lines, too_long = exc.lines, True
+        if self.kept is not None:            # a transport that reads on while held (TLS)
+            kept, was_too_long = self.kept
+            self.kept = (kept + lines, was_too_long or too_long)
+            return
+        self._serve(lines, too_long)
+
+    def _serve(self, lines, too_long):
+        """Serve a read's lines in order. When a request leaves the input held (its replies
+        passed the high-water mark, bridge.inputs) the rest is kept for `_carry_on`: the
+        lines one read brings may ask for far more output than the mark (`_eval`s)."""
         door = self.door
         handle, publish, ack = door.handle, door.publish_plain, door.ack_plain
+        held = self.input.reasons
         published = 0                        # admin counter, added once per read
+        lines = iter(lines)
         try:
             for line in lines:
                 parts = fast_request(line)
                 if parts is None:
                     handle(self, line)
+                    if held:
+                        self.kept = (list(lines), too_long)
+                        return
                 elif parts[1] == b"publish":
                     published += 1
                     publish(self, parts[0], parts[2], parts[3])
@@ -325,11 +343,19 @@ class MqksConnection(protocol.Protocol):
             self.outbox.close()
             self.transport.loseConnection()
 
+    def _carry_on(self):
+        """The input is no longer held: serve the lines kept from the last read."""
+        if self.kept is not None:
+            (lines, too_long), self.kept = self.kept, None
+            self._serve(lines, too_long)
+
     def connectionLost(self, reason):
+        self.kept = None
         self.outbox.closed = True
         self.door.connections.discard(self)
-        self.door.traffic.close(self.traffic)
-        self.door.disconnected(self)
+        door = self.door
+        each(log, "mqks connection lost", (lambda: door.traffic.close(self.traffic),
+                                           lambda: door.disconnected(self)))
 
 
 def build(config, broker, scheduler, reactor, clock):

@@ -50,6 +50,7 @@ def eval_names(door, conn):
                                              for name, q in broker.queues.items()
                                              if q.when_unused is not None},
         "counters": lambda: dict(broker.counters),    # ours: broker-wide counts, e.g. drops
+        "memory": lambda: broker.memory.state() if broker.memory is not None else {},
     })
     return {
         "state": Namespace(state),

@@ -65,16 +65,16 @@ class InboxFile:
         self.windowed = 0
         self.matches = None              # after a replacement: key -> deque of outcomes
         self.state = "open"              # open | replacing | gone
-        self.paused = False              # held by flow control or shutdown
+        self.paused = False              # held (flow control, memory, shutdown)
         self.polls = 0
         self.published = self.refused = self.lock_busy = 0
         self._logged = 0
         client = self.client = Client(f"textqueue:{path}", DOOR, name=self.name,
                                       type="textqueue", address=path)
-        client.input = self
         door.broker.connect(client)
         self.traffic = door.traffic.open(path, self, None, self.goodbye)
         self.traffic.client = client
+        client.input = self.traffic.input    # flow holds among the other reasons (bridge.inputs)
 
     def open(self):
         self.fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)

@@ -12,6 +12,7 @@ from twisted.logger import Logger
 from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.convert.twino import wire_id
 from mqksbridge.bridge.guard import each
+from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
@@ -158,15 +159,18 @@ class TwinoConnection(protocol.Protocol):
         peer = self.transport.getPeer()
         address = f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}"
         self.client = Client(None, DOOR, address=address)
-        self.client.input = self.transport
+        self.input = self.client.input = Input(self.transport, self._carry_on)
+        self.kept = None                     # frames of a read not handled yet (input held)
         self.outbox = Outbox(self.transport, door.scheduler, self.client,
-                             door.settings["high_water"])
+                             door.settings["high_water"], input=self.input)
         self.write = self.outbox.write
-        self.hs = TwinoServerConnection(door.settings["max_frame_size"])
+        self.hs = TwinoServerConnection(door.settings["max_frame_size"],
+                                        max_hello=door.settings["max_hello"])
         self.opened_at = self.last_seen = door.clock()
         self.connected = True
         door.connections.add(self)
-        self.traffic = door.traffic.open(address, self.transport, self.outbox, self.goodbye)
+        self.traffic = door.traffic.open(address, self.transport, self.outbox, self.goodbye,
+                                         self.input)
         self.traffic.client = self.client
 
     def dataReceived(self, data):
@@ -180,7 +184,20 @@ class TwinoConnection(protocol.Protocol):
             frames = self.decoder.feed(data)
         except TwinoProtocolError as exc:
             frames, error = exc.frames, exc
+        if self.kept is not None:            # a transport that reads on while held (TLS)
+            kept, kept_error = self.kept
+            self.kept = (kept + frames, kept_error or error)
+            return
+        self._serve(frames, error)
+
+    def _serve(self, frames, error):
+        """Handle a read's frames in order. When a request leaves the input held (its
+        answers passed the high-water mark, bridge.inputs) the rest is kept for
+        `_carry_on`: one read may ask for far more output than the mark (list and pull
+        operations)."""
+        door = self.door
         handlers, push_run = door.handlers, door.queues.push_run
+        held = self.input.reasons
         i, count = 0, len(frames)
         while i < count:
             frame = frames[i]
@@ -198,10 +215,19 @@ class TwinoConnection(protocol.Protocol):
                         handler(self, frame)
                     except Exception:
                         door.failed(self, frame)
+                    if held and i < count and self.connected:
+                        self.kept = (frames[i:], error)
+                        return
             if not self.connected:
                 return
         if error is not None:
             self.close(f"bad frame: {error}")
+
+    def _carry_on(self):
+        """The input is no longer held: handle the frames kept from the last read."""
+        if self.kept is not None:
+            (frames, error), self.kept = self.kept, None
+            self._serve(frames, error)
 
     def _handshake(self, data):
         for event in self.hs.receive_data(data):
@@ -257,10 +283,18 @@ class TwinoConnection(protocol.Protocol):
         self.close("broker shutting down")
 
     def connectionLost(self, reason):
+        """The connection, its client and its transport refer to each other, and the raised
+        GC thresholds make the full collections that free such cycles rare: what this
+        connection holds (a partial frame of up to max_frame_size) is let go here, and the
+        client's reference to it dropped."""
         self.connected = False
+        self.kept = None
         self.outbox.closed = True
-        self.door.traffic.close(self.traffic)
-        self.door.disconnected(self)
+        door = self.door
+        each(log, "twino connection lost", (lambda: door.traffic.close(self.traffic),
+                                            lambda: door.disconnected(self)))
+        self.decoder = self.hs = None
+        self.client.attrs.pop("twino", None)
 
 
 def build(config, broker, scheduler, reactor, clock):

@@ -89,7 +89,7 @@ class TwinoRouters:
                        "interaction": int(data.get("interaction") or 0),
                        "binding_type": int(data.get("bindingtype") or 0),
                        "method": data.get("method")}
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError):  # Infinity
             return ResultCode.BAD_REQUEST
         if binding["binding_type"] not in (DIRECT_BINDING, QUEUE_BINDING, TAG_BINDING):
             return ResultCode.UNACCEPTABLE          # HTTP bindings are not offered

@@ -68,15 +68,24 @@ def parse_publish(data):
     return event, body
 
 
+MAX_SECONDS = 1e12                  # about 31,700 years
+_INF = float('inf')
+
+
 def _seconds(token):
     """py2 `float()`: like py3's but without `_` digit separators."""
     value = token.replace(WHEN_UNUSED_EQ, b'')  # the original replaced every occurrence
     if b'_' in value:
         raise MqksArgumentError('bad seconds %r' % value)
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
         raise MqksArgumentError('bad seconds %r' % value) from None
+    # nan, negatives and -inf made the timer raise inside a connection's teardown; inf
+    # (the original's "never") stays, past MAX_SECONDS no timer is meant
+    if not (0 <= seconds <= MAX_SECONDS or seconds == _INF):
+        raise MqksArgumentError('bad seconds %r' % value)
+    return seconds
 
 
 def parse_consume(data):

@@ -15,6 +15,10 @@ from .codec import (
     ResultCode, TwinoProtocolError, accepted, encode, new_id, refused,
 )
 
+# Before its hello is in (and its token checked) a connection is a stranger: the broker holds
+# at most this much of an incomplete hello frame (plus one read), not max_frame_size.
+DEFAULT_MAX_HELLO = 64 * 1024
+
 
 @dataclass(frozen=True)
 class Hello:
@@ -94,8 +98,9 @@ class TwinoServerConnection:
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-                 id_factory: Callable[[], str] = new_id):
+                 id_factory: Callable[[], str] = new_id, max_hello: int = DEFAULT_MAX_HELLO):
         self.state = State.PROTOCOL
+        self.max_hello = max_hello  # bytes held before a hello is complete (a stranger's)
         self.protocol: bytes | None = None
         self.hello: Hello | None = None
         self.client_id: str | None = None
@@ -149,6 +154,8 @@ class TwinoServerConnection:
                 events.append(FrameReceived(frame))
         if error is not None:
             events += self._fail(error)
+        elif self.state is State.HELLO and self._decoder.buffered > self.max_hello:
+            events += self._fail(f"no hello in the first {self.max_hello} bytes")
         return events
 
     def accept(self, client_id: str | None = None) -> bytes:

@@ -194,6 +194,12 @@ CHANNEL_OPTIONS = QUEUE_OPTIONS + (
     "AllowMultipleQueues AllowedQueues ClientLimit QueueLimit DestroyWhenEmpty".split())
 
 
+INT_MAX = (1 << 31) - 1
+INF = float("inf")
+NUMERIC_OPTIONS = frozenset({"acknowledge_timeout", "message_timeout", "status", "message_limit",
+                             "message_size_limit", "client_limit", "queue_limit"})
+
+
 def parse_options(content: bytes, names=CHANNEL_OPTIONS) -> dict[str, object]:
     """Options JSON of 603/610/612 -> {snake_name: value}. Nulls ("leave as is") and unknown
     members are left out; member names match case-insensitively."""
@@ -204,5 +210,14 @@ def parse_options(content: bytes, names=CHANNEL_OPTIONS) -> dict[str, object]:
     if not isinstance(data, dict):
         raise TwinoProtocolError("options JSON is not an object")
     by_lower = {name.lower(): name for name in names}
-    return {_snake(by_lower[key.lower()]): value for key, value in data.items()
-            if key.lower() in by_lower and value is not None}
+    options = {_snake(by_lower[key.lower()]): value for key, value in data.items()
+               if key.lower() in by_lower and value is not None}
+    for name in NUMERIC_OPTIONS.intersection(options):
+        value = options[name]
+        # JSON allows NaN, Infinity, 1e400 and fractions; the server's fields are C# ints
+        if (type(value) not in (int, float) or value != value or value in (INF, -INF)
+                or value != int(value) or not 0 <= value <= INT_MAX):
+            raise TwinoProtocolError(f"option {name} is not a whole number from 0 to "
+                                     f"{INT_MAX}: {value!r}")
+        options[name] = int(value)
+    return options

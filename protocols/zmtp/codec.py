@@ -29,6 +29,11 @@ GREETING = (b"\xff" + b"\x00" * 7 + b"\x01\x7f" + b"\x03\x01" + b"NULL".ljust(20
 PEERS_OF = {"ROUTER": frozenset({"DEALER", "REQ", "ROUTER"}),    # RFC 28 compatible types
             "DEALER": frozenset({"DEALER", "REP", "ROUTER"})}
 DEFAULT_MAX_MESSAGE = 64 << 20
+DEFAULT_MAX_FRAMES = 1024
+# What a frame costs beyond its body, counted toward the message size limit: its bytes object
+# and its place in the message's list. Without it empty and one-byte frames (2-3 bytes on the
+# wire) made messages that were small on paper and hundreds of MB in memory.
+FRAME_COST = 64
 
 MORE, LONG, COMMAND = 0x01, 0x02, 0x04
 _U64 = struct.Struct(">Q")
@@ -174,18 +179,20 @@ class Connection:
     tail is buffered, and a large frame arriving piecewise is not rescanned.
     """
 
-    __slots__ = ("socket_type", "max_message", "state", "events", "_buf", "_need", "_parts",
-                 "_size")
+    __slots__ = ("socket_type", "max_message", "max_frames", "state", "events", "_buf",
+                 "_need", "_parts", "_size")
 
-    def __init__(self, socket_type="ROUTER", max_message=DEFAULT_MAX_MESSAGE):
+    def __init__(self, socket_type="ROUTER", max_message=DEFAULT_MAX_MESSAGE,
+                 max_frames=DEFAULT_MAX_FRAMES):
         self.socket_type = socket_type
-        self.max_message = max_message
+        self.max_message = max_message   # bytes: bodies plus FRAME_COST per frame
+        self.max_frames = max_frames     # frames per message
         self.state = "greeting"          # -> "handshake" -> "traffic" (-> "closed")
         self.events = []                 # Ready, Ping, PeerError not yet taken by the caller
         self._buf = bytearray()
         self._need = GREETING_SIZE       # bytes wanted before parsing is worth trying
         self._parts = []                 # frames of a message not yet complete
-        self._size = 0                   # their total size
+        self._size = 0                   # their total size (with FRAME_COST each)
 
     def preamble(self):
         return GREETING + ready(self.socket_type)
@@ -226,10 +233,13 @@ class Connection:
 
         Short traffic frames (flags 0 or 1: nearly every frame) take the first branch, a
         short two-frame message (a Malamute command and its body) in one step; long frames
-        and commands the general one.
+        and commands the general one. A message may have at most `max_frames` frames and
+        cost at most `max_message` bytes, each frame its body plus FRAME_COST.
         """
         end = len(src)
         parts, size, limit = self._parts, self._size, self.max_message
+        frames = self.max_frames
+        pair = limit - 2 * FRAME_COST if frames >= 2 else -1     # the two-frame step's bound
         traffic = self.state == "traffic"
         need = 2
         while end - pos >= 2:
@@ -240,16 +250,18 @@ class Connection:
                 if flags and not parts and stop + 2 <= end and not src[stop]:
                     m = src[stop + 1]            # a short last frame follows: the common
                     last = stop + 2 + m          # two-frame message, in one step
-                    if last <= end and n + m <= limit:
+                    if last <= end and n + m <= pair:
                         out.append([src[pos + 2:stop], src[stop + 2:last]])
                         pos = last
                         continue
                 if stop > end:
                     need = stop - pos
                     break
-                size += n
+                size += n + FRAME_COST
                 if size > limit:
                     raise ZmtpError(f"message over the {limit} byte limit")
+                if len(parts) >= frames:
+                    raise ZmtpError(f"message over the {frames} frame limit")
                 parts.append(src[pos + 2:stop])
                 pos = stop
                 if not flags:
@@ -275,8 +287,10 @@ class Connection:
                     raise ZmtpError("command frame too large")
             elif not traffic:
                 raise ZmtpError("message before the handshake completed")
-            elif size + n > limit:
+            elif size + n + FRAME_COST > limit:
                 raise ZmtpError(f"message over the {limit} byte limit")
+            elif len(parts) >= frames:
+                raise ZmtpError(f"message over the {frames} frame limit")
             if stop > end:
                 need = stop - pos
                 break
@@ -289,7 +303,7 @@ class Connection:
                 traffic = self.state == "traffic"
             elif flags & MORE:
                 parts.append(body)
-                size += n
+                size += n + FRAME_COST
             else:
                 parts.append(body)
                 out.append(parts)

@@ -537,6 +537,25 @@ def test_disconnect_completes_when_a_step_raises(broker):
     assert s.readers == [] and broker.mailboxes["gone"].owner is None
 
 
+
+def test_disconnect_detaches_the_mailbox_when_a_stream_raises(broker):
+    """Every step of a teardown runs: a stream that fails to drop a reader (a bug) does not
+    keep the client's mailbox attached to a dead connection (issue 12 item 5)."""
+    gone = Client("gone", "test")
+    broker.connect(gone)
+    s = broker.stream("s")
+    s.add_reader(gone, "k", Any(), lambda name, m: None)
+    gone.streams.add("s")
+
+    def buggy(client):
+        raise KeyError("a stream bug")
+    s.remove_readers = buggy
+    broker.mailbox("gone").attach(gone, lambda box, m: None)
+    with pytest.raises(ExceptionGroup) as raised:
+        broker.disconnect(gone)
+    assert [type(e) for e in raised.value.exceptions] == [KeyError]
+    assert broker.mailboxes["gone"].owner is None and "gone" not in broker.clients
+
 class Any:
     @staticmethod
     def search(subject):

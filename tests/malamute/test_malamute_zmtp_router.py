@@ -68,7 +68,7 @@ class EchoDoor:
                                  **options)
         self.listeners = []
 
-    def on_message(self, rid, messages):
+    def on_message(self, rid, messages, held=()):
         for frames in messages:
             self.received.append((rid, frames))
             self.router.send(rid, [b"re:" + frames[0]])
@@ -398,7 +398,7 @@ async def test_raw_garbage_closed_others_unharmed(door, dealers, case):
 
 @pytest_twisted.ensureDeferred
 async def test_message_over_max_message_closes_that_connection(door, dealers):
-    d = door(max_message=1000)
+    d = door(max_message=1000 + codec.FRAME_COST)       # one frame of 1000 bytes fits
     [bound] = await d.listen("tcp://127.0.0.1:*")
     other = dealers(bound)
     await echo(other, b"other")
@@ -503,10 +503,10 @@ async def test_a_door_that_raises_for_one_peer_costs_that_connection_only(door, 
     bad_rid = d.rid_of(b"bad")
     deliver = d.router.deliver
 
-    def buggy(rid, messages):
+    def buggy(rid, messages, held):
         if rid == bad_rid:
             raise RuntimeError("a door bug")
-        return deliver(rid, messages)
+        return deliver(rid, messages, held)
     d.router.deliver = buggy
     bad.send(b"boom")
     await until(lambda: bad_rid in d.gone, what="that connection closed")

@@ -174,3 +174,24 @@ def test_send_needs_an_open_connection():
     conn.receive_data(codec.PROTOCOL + HELLO)
     conn.accept()
     assert conn.send(frame) == codec.encode(frame)
+
+
+def test_a_stranger_may_leave_only_max_hello_bytes_of_an_incomplete_hello():
+    hello = codec.encode(Frame(MessageType.SERVER, content_type=codec.ContentType.HELLO,
+                               content=b"CONNECT /\r\n" + b"X-Pad: " + b"p" * 5000 + b"\r\n"))
+    conn = TwinoServerConnection(max_hello=1000)
+    events = conn.receive_data(codec.PROTOCOL + hello[:900])
+    assert events == [] and conn.state is State.HELLO
+    events = conn.receive_data(hello[900:1100])
+    assert [type(event) for event in events] == [ProtocolError]
+    assert "no hello in the first 1000 bytes" in events[0].reason
+    assert conn.state is State.CLOSED
+    # a whole hello of any size that arrives in one read is read; so is what follows it
+    conn = TwinoServerConnection(max_hello=1000)
+    events = conn.receive_data(codec.PROTOCOL + hello + JOIN)
+    assert [type(event) for event in events] == [Hello, FrameReceived]
+    # after the hello, a partial frame is held up to max_frame_size
+    conn.accept()
+    assert conn.receive_data(codec.encode(Frame(MessageType.QUEUE_MESSAGE,
+                                                content=b"x" * 5000))[:4000]) == []
+    assert conn.state is State.OPEN

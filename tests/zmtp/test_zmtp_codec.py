@@ -266,17 +266,78 @@ def test_traffic_refusals():
 
 
 def test_message_over_max_message_refused():
-    assert connected(max_message=10).receive_data(codec.message([b"x" * 10])) == [[b"x" * 10]]
-    assert connected(max_message=10).receive_data(codec.message([b"x" * 4] * 2 + [b"yy"])) == [
+    """Each frame counts its body plus FRAME_COST toward the limit."""
+    cost = codec.FRAME_COST
+    one = connected(max_message=10 + cost)
+    assert one.receive_data(codec.message([b"x" * 10])) == [[b"x" * 10]]
+    limit = 10 + 3 * cost
+    assert connected(max_message=limit).receive_data(codec.message([b"x" * 4] * 2 + [b"yy"])) == [
         [b"x" * 4, b"x" * 4, b"yy"]]
-    for frames in ([b"x" * 11], [b"x" * 4] * 3, [b"x" * 10, b""] + [b"y"],
-                   [b"x" * 300], [b"x" * 5, b"x" * 300]):
-        conn = connected(max_message=10)
-        with pytest.raises(ZmtpError, match="limit"):
+    for frames in ([b"x" * (11 + 2 * cost)], [b"x" * 4] * 2 + [b"xxx"], [b"x" * 10, b""] + [b"y"],
+                   [b""] * 4, [b"x" * 300], [b"x" * 5, b"x" * 300]):
+        conn = connected(max_message=limit)
+        with pytest.raises(ZmtpError, match="byte limit"):
             feed(conn, *(bytes((b,)) for b in codec.message(frames)))
     # the limit holds across messages only per message
-    conn = connected(max_message=10)
+    conn = connected(max_message=limit)
     assert conn.receive_data(codec.message([b"x" * 10]) * 5) == [[b"x" * 10]] * 5
+
+
+def test_empty_frames_are_refused_past_the_limit_not_buffered():
+    """Issue 12: a message of empty MORE frames (2 bytes each on the wire) grew the broker
+    from 38 MB to 853 MB and was never refused; now each frame costs FRAME_COST."""
+    conn = Connection("ROUTER", max_frames=1 << 30)
+    conn.receive_data(handshake())
+    with pytest.raises(ZmtpError, match="byte limit"):
+        for _ in range(codec.DEFAULT_MAX_MESSAGE // codec.FRAME_COST // 4096 + 1):
+            conn.receive_data(b"\x01\x00" * 4096)
+    assert len(conn._parts) <= codec.DEFAULT_MAX_MESSAGE // codec.FRAME_COST
+
+
+def test_message_over_max_frames_refused():
+    conn = Connection("ROUTER", max_frames=3)
+    conn.receive_data(handshake())
+    assert conn.receive_data(codec.message([b"a", b"b", b"c"]) + codec.message([b"x" * 300] * 3)) \
+        == [[b"a", b"b", b"c"], [b"x" * 300] * 3]
+    for frames in ([b""] * 4, [b"a"] * 4, [b"x" * 300] * 4, [b"a", b"x" * 300, b"", b"z"]):
+        conn = Connection("ROUTER", max_frames=3)
+        conn.receive_data(handshake())
+        with pytest.raises(ZmtpError, match="3 frame limit"):
+            conn.receive_data(codec.message(frames))
+    conn = Connection("ROUTER", max_frames=1)         # the two-frame step obeys it too
+    conn.receive_data(handshake())
+    with pytest.raises(ZmtpError, match="1 frame limit"):
+        conn.receive_data(codec.message([b"cmd", b"body"]))
+
+
+@settings(max_examples=300)
+@given(st.lists(st.lists(st.binary(max_size=300), min_size=1, max_size=8), min_size=1,
+                max_size=5),
+       st.integers(1, 8), st.integers(0, 1200), st.lists(st.integers(0, 5000), max_size=8))
+def test_limits_hold_whatever_the_chunking(messages, max_frames, slack, cuts):
+    """Messages within both limits come out whole and in order; the first one over either
+    is refused with its reason, whatever the chunking (the messages of the read that brings
+    the refusal go with the connection)."""
+    limit = 64 + slack
+    data = handshake() + b"".join(codec.message(m) for m in messages)
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    conn = Connection("ROUTER", max_message=limit, max_frames=max_frames)
+    got, error = [], None
+    try:
+        for a, b in zip([0, *points], [*points, len(data)]):
+            got += conn.receive_data(data[a:b])
+            assert len(conn._parts) <= max_frames
+            assert conn._size <= limit
+    except ZmtpError as exc:
+        error = exc.reason
+    fits = [len(m) <= max_frames and sum(map(len, m)) + codec.FRAME_COST * len(m) <= limit
+            for m in messages]
+    first_bad = fits.index(False) if False in fits else len(messages)
+    if first_bad < len(messages):
+        assert error is not None and "limit" in error
+        assert got == messages[:len(got)] and len(got) <= first_bad
+    else:
+        assert error is None and got == messages
 
 
 def test_oversize_frame_refused_at_its_header():
