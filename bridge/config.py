@@ -257,7 +257,7 @@ def twisted_endpoint(description):
     from twisted.internet.endpoints import serverFromString
     serverFromString(None, description)
     kind, _, rest = description.partition(":")
-    if kind.lower() in ("tcp", "tcp6", "ssl"):
+    if kind.lower() in ("tcp", "tcp6", "ssl", "mtls"):
         first = rest.split(":", 1)[0]
         port = first.partition("=")[2] if first.startswith("port=") else first
         if not port.isdigit() or int(port) > 65535:
