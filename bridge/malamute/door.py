@@ -125,6 +125,13 @@ class MalamuteDoor:
             if refusal is not None:
                 self._refuse(peer, refusal)
                 return
+        if peer is None and outcome.events:
+            refusal = self._taken(outcome.events[0].address)
+            if refusal is not None:          # ERROR 300, no session (docs/security.md)
+                self.counters["opens_refused"] += 1
+                self.losses["open refused: " + refusal, outcome.events[0].address] += 1
+                self.transport.send(rid, encode_error(FAILED, refusal))
+                return
         if reply is not None:
             self.transport.send(rid, _REPLIES.get(id(reply)) or codec.encode(reply))
         for event in outcome.events:
@@ -173,6 +180,16 @@ class MalamuteDoor:
         self.losses["malformed frame", error.reason] += 1
 
     # -- session lifecycle ----------------------------------------------------------------
+    def _taken(self, address):
+        """Why an OPEN may not have `address`, or None: a live client of another door owns
+        that mailbox (a Twino client id is a Malamute address). A Malamute owner is taken
+        over, as the original does for a client that reconnects."""
+        mailbox = self.broker.mailboxes.get(address) if address else None
+        owner = mailbox.owner if mailbox is not None else None
+        if owner is not None and owner.door != DOOR:
+            return f"address {address!r} is in use by a {owner.door} client"
+        return None
+
     def _open(self, rid, session, address):
         """OK is out already: take the address over, then release its stored mail."""
         client = Client(f"malamute/{rid.hex()}", DOOR, name=address, type="malamute",

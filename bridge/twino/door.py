@@ -75,6 +75,10 @@ class TwinoDoor:
             return conn.refuse(ResultCode.BAD_REQUEST, "client id longer than 255 bytes")
         if wanted and wanted in self.broker.clients:
             return conn.refuse(ResultCode.BUSY, f"client id {wanted!r} is in use")
+        mailbox = self.broker.mailboxes.get(wanted) if wanted else None
+        if mailbox is not None and mailbox.owner is not None:   # a Malamute address
+            return conn.refuse(ResultCode.BUSY, f"client id {wanted!r} is a live "
+                                                f"{mailbox.owner.door} client's mailbox")
         data = conn.hs.accept()
         client = conn.client
         client.id = conn.hs.client_id
