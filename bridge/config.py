@@ -30,6 +30,7 @@ DEFAULTS = {
         "max_line": 1 << 20,         # longer request lines: error reply, connection closed
         "high_water": 1024 * 1024,   # pending output bytes before a consumer is paused (see docs)
         "max_event": 1024,           # longer events are refused with an error (docs/limits.md)
+        "listen_users": {},          # [mqks.listen_users] endpoint -> the user its clients are
     },
     "malamute": {
         "listen": ["tcp://*:9999"],  # ZeroMQ endpoints (tcp://, ipc://), repeatable
@@ -75,10 +76,19 @@ DEFAULTS = {
         "rotate_size": 64 << 20,     # an outbox file this large rotates once all settled
         "retain": 10,                # rotated outbox files kept (older ones are deleted)
         "match_window": 100_000,     # records remembered per file to match a replaced file
-    },
+        "user": "",                  # with a users file: the user its files act as
+    },                               # ("": the [anonymous] one)
     "admin": {
         "listen": ["tcp:15680:interface=127.0.0.1"],  # HTTP: JSON API, /metrics, dashboard
         "sample_interval": 1.0,      # seconds between counter samples (rates)
+        "token": "",                 # set: the API needs `Authorization: Bearer TOKEN`
+    },
+    "security": {                    # docs/security.md
+        "users": "",                 # the users file (TOML); "": no users, no checks
+        "max_connections": 0,        # per user, unless its entry says (0: no limit)
+        "max_message_size": 0,       # bytes of one message a user may publish (0: any)
+        "max_consumers": 0,          # consumers one connection of a user may hold
+        "max_unacked": 0,            # unsettled deliveries one connection may hold
     },
     "log": {
         "format": "text",            # text | json (one JSON object per line)
@@ -101,7 +111,7 @@ def size_limit(value):
 MOVED = {"malamute.mailbox_size_limit": "broker.mailbox_size_limit",       # limits belong to
          "malamute.service_queue_size_limit": "broker.queue_size_limit"}  # the object now
 # Tables whose keys are the user's (names), checked as one value by their rule.
-OPEN_TABLES = {"textqueue.outbox"}
+OPEN_TABLES = {"textqueue.outbox", "mqks.listen_users"}
 
 
 def merge(base, extra, path=""):
@@ -269,6 +279,13 @@ def zmq_endpoint(description):
     twisted_endpoint(to_twisted(description))
 
 
+def listen_users(value):
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()):
+        return "must be a table of endpoint = user name"
+    return None
+
+
 def gc_threshold(value):
     if value == []:
         return None
@@ -319,6 +336,7 @@ RULES = {
     "mqks.max_line": integer(64, 1 << 30),
     "mqks.high_water": BYTES,
     "mqks.max_event": integer(1, 1 << 20),
+    "mqks.listen_users": listen_users,
     "malamute.listen": endpoints(zmq_endpoint),
     "malamute.timeout": SECONDS,
     "malamute.check_interval": number(0.001, 3600.0),
@@ -358,8 +376,15 @@ RULES = {
     "textqueue.rotate_size": integer(4096, 1 << 40),
     "textqueue.retain": integer(0, 1 << 20),
     "textqueue.match_window": integer(0, 1 << 24),
+    "textqueue.user": string(),
     "admin.listen": endpoints(twisted_endpoint),
     "admin.sample_interval": number(0.05, 3600.0),
+    "admin.token": string(),
+    "security.users": string(),
+    "security.max_connections": integer(0, 1 << 31),
+    "security.max_message_size": integer(0, 1 << 40),
+    "security.max_consumers": integer(0, 1 << 31),
+    "security.max_unacked": integer(0, 1 << 31),
     "log.format": string("text", "json"),
 }
 
@@ -387,6 +412,14 @@ def validate(config):
         problem = RULES[key](value)
         if problem:
             raise ConfigError(f"configuration key {key} = {show(value)}: {problem}")
+    for endpoint in config["mqks"]["listen_users"]:
+        if endpoint not in config["mqks"]["listen"]:
+            raise ConfigError(f"configuration key mqks.listen_users: {show(endpoint)} is not "
+                              "one of mqks.listen")
+    if config["security"]["users"] and config["twino"]["token"]:
+        raise ConfigError("configuration keys twino.token and security.users: with a users "
+                          "file, Twino clients log in as users (Client-Token USER:PASSWORD); "
+                          "leave twino.token empty")
 
 
 def show(value):

@@ -21,6 +21,7 @@ from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer
 from mqksbridge.core.mailbox import DROPPED
+from mqksbridge.core.permissions import CONSUME, MAILBOX, Denied
 from mqksbridge.protocols.malamute import codec, zrex
 from mqksbridge.protocols.malamute import session as ev
 from mqksbridge.protocols.malamute.codec import COMMAND_INVALID, FAILED, encode_error
@@ -37,6 +38,7 @@ _REPLIES = {id(ev.OK): codec.OK, id(ev.PONG): codec.PONG,      # the session's r
 
 class MalamuteDoor:
     """Door-wide state: open sessions, address owners, counters, the expiry sweep."""
+    security = None                  # bridge.security with users (build), else no checks
 
     def __init__(self, broker, *, timeout=60.0, check_interval=1.0, mailbox_size_warn=None,
                  credit=True, max_subscriptions=1000, max_pattern=255,
@@ -143,6 +145,9 @@ class MalamuteDoor:
     def _guarded(self, handler, peer, event):
         try:
             handler(peer, event)
+        except Denied as exc:                # ERROR 300, as for any refused subscription
+            self.security.refused(DOOR, "denied", peer.address, str(exc))
+            self._refuse(peer, str(exc))
         except Exception:
             self._failed(peer, event)
 
@@ -183,7 +188,17 @@ class MalamuteDoor:
     def _taken(self, address):
         """Why an OPEN may not have `address`, or None: a live client of another door owns
         that mailbox (a Twino client id is a Malamute address). A Malamute owner is taken
-        over, as the original does for a client that reconnects."""
+        over, as the original does for a client that reconnects. With users, a client
+        acts as the anonymous user (ZMTP PLAIN is not built yet): refused without one,
+        and an address it may not consume is refused."""
+        if self.security is not None:
+            principal = self.security.anonymous()
+            if principal is None:
+                self.security.refused(DOOR, "anonymous", address)
+                return "authentication required"
+            if address and not principal.allows(CONSUME, MAILBOX, address):
+                self.security.refused(DOOR, "denied", address)
+                return f"{principal.user} may not consume mailbox:{address}"
         mailbox = self.broker.mailboxes.get(address) if address else None
         owner = mailbox.owner if mailbox is not None else None
         if owner is not None and owner.door != DOOR:
@@ -193,7 +208,7 @@ class MalamuteDoor:
     def _open(self, rid, session, address):
         """OK is out already: take the address over, then release its stored mail."""
         client = Client(f"malamute/{rid.hex()}", DOOR, name=address, type="malamute",
-                        address=rid.hex())
+                        address=rid.hex(), principal=self.security and self.security.anonymous())
         self.broker.connect(client)
         peer = self.peers[rid] = Peer(self, rid, session, client, address, self.generation)
         peer.traffic = self.transport.attach_client(rid, client) or peer.traffic
@@ -304,7 +319,7 @@ class MalamuteDoor:
             i += 1
             try:
                 if mail(message(RAW_MAILBOX, new_id(), sender, subject, tracker,
-                                tuple(frames[1:]), raw, expires_at)) == DROPPED:
+                                tuple(frames[1:]), raw, expires_at), peer.client) == DROPPED:
                     self.counters["mailbox_dropped"] += 1
                     self.losses["mail over the limit of mailbox", address] += 1
             except Exception:
@@ -383,7 +398,7 @@ class MalamuteDoor:
             self.losses.clear()
 
 
-def build(config, broker, scheduler, reactor, clock):
+def build(config, broker, scheduler, reactor, clock, security=None):
     """The Malamute door: one ZMTP ROUTER listening on every configured ZeroMQ endpoint,
     and the session expiry sweep (last, so a door's first service is a listener)."""
     settings = config["malamute"]
@@ -394,6 +409,7 @@ def build(config, broker, scheduler, reactor, clock):
         credit=bool(settings["credit"]),
         max_subscriptions=int(settings["max_subscriptions"]),
         max_pattern=int(settings["max_pattern"]), max_subject=int(settings["max_subject"]))
+    door.security = security if security is not None and security.enabled else None
     door.transport = ZmtpRouter(scheduler, door.received_all, door.lost,
                                 high_water=int(settings["high_water"]),
                                 max_message=int(settings["max_message_size"]),

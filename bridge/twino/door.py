@@ -6,6 +6,8 @@ client sees and where we deliberately differ from a 3.7.2 server. The work is sp
 queues (data path), ops (operations 601-663), direct (client to client), events
 (subscriptions), routers (0x17 and bindings).
 """
+import sys
+
 from twisted.internet import protocol
 from twisted.logger import Logger
 
@@ -21,9 +23,10 @@ from mqksbridge.bridge.twino.ops import TwinoOperations
 from mqksbridge.bridge.twino.queues import TwinoQueues
 from mqksbridge.bridge.twino.routers import TwinoRouters
 from mqksbridge.core import Client
+from mqksbridge.core.permissions import CONSUME, MAILBOX, Denied
 from mqksbridge.protocols.twino.codec import (
     PING_BYTES, PONG_BYTES, QUEUE_MESSAGE, Frame, MessageType, ResultCode, TwinoProtocolError,
-    encode, new_id,
+    encode, new_id, server_ack,
 )
 from mqksbridge.protocols.twino.handshake import (
     FrameReceived, Hello, PingReceived, ProtocolError, TwinoServerConnection,
@@ -35,6 +38,7 @@ log = Logger(namespace="mqksbridge.twino")
 
 class TwinoDoor:
     """Door-wide state: settings, live connections, the keep-alive sweep, frame dispatch."""
+    security = None                  # bridge.security with users (build), else no checks
 
     def __init__(self, broker, scheduler, clock, settings):
         self.broker = broker
@@ -71,6 +75,15 @@ class TwinoDoor:
         wanted = hello.client_id
         if token and hello.token != token:
             return conn.refuse(ResultCode.UNAUTHORIZED, "bad token")
+        principal = None
+        if self.security is not None:       # users: anonymous only (no logins built yet)
+            principal = self.security.anonymous()
+            if principal is None:
+                self.security.refused(DOOR, "anonymous", conn.client.address)
+                return conn.refuse(ResultCode.UNAUTHORIZED, "authentication required")
+            if wanted and not principal.allows(CONSUME, MAILBOX, wanted):
+                self.security.refused(DOOR, "denied", conn.client.address, wanted)
+                return conn.refuse(ResultCode.UNAUTHORIZED, f"may not be {wanted!r}")
         if wanted and len(wanted.encode()) > 255:
             return conn.refuse(ResultCode.BAD_REQUEST, "client id longer than 255 bytes")
         if wanted and wanted in self.broker.clients:
@@ -84,6 +97,7 @@ class TwinoDoor:
         client.id = conn.hs.client_id
         client.name = hello.name or ""
         client.type = hello.type or ""
+        client.principal = principal
         client.attrs["twino"] = conn
         conn.decoder = conn.hs.decoder
         conn.write(data)
@@ -104,6 +118,12 @@ class TwinoDoor:
     def failed(self, conn, frame):
         """A frame whose handling raised: logged, answered 500 if awaited, connection kept
         (upstream drops the connection: B6)."""
+        if isinstance(sys.exc_info()[1], Denied):   # a user's rules: nack, else 401
+            self.security.refused(DOOR, "denied", conn.client.id, str(sys.exc_info()[1]))
+            if frame.pending_ack and frame.message_id:
+                return conn.write(encode(server_ack(frame.message_id, frame.target,
+                                                    frame.content_type, "unauthorized")))
+            return self.ops.answer(conn, frame, ResultCode.UNAUTHORIZED)
         log.failure("twino {type:#x} frame from {client} failed", type=frame.type,
                     client=conn.client.id)
         self.ops.answer(conn, frame, ResultCode.INTERNAL_SERVER_ERROR)
@@ -267,10 +287,11 @@ class TwinoConnection(protocol.Protocol):
         self.door.disconnected(self)
 
 
-def build(config, broker, scheduler, reactor, clock):
+def build(config, broker, scheduler, reactor, clock, security=None):
     """The Twino door, one listener per configured endpoint, and its keep-alive sweep."""
     settings = config["twino"]
     door = TwinoDoor(broker, scheduler, clock, settings)
+    door.security = security if security is not None and security.enabled else None
     factory = DoorFactory(TwinoConnection, door)
     services = [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
     return door, services + [periodic(settings["check_interval"], door.sweep, clock,

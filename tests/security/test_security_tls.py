@@ -4,6 +4,7 @@ and the admin API, the project's Twino client for Twino. Certificates are made p
 import json
 import socket
 import ssl
+import urllib.error
 import urllib.request
 
 import pytest
@@ -177,3 +178,24 @@ def test_configuration_checks_tls_files(certs):
     with pytest.raises(configuration.ConfigError):
         configuration.load(overrides={"mqks": {"listen": [certs.endpoint(ca=True,
                                                                          client_cert="maybe")]}})
+
+
+@pytest_twisted.ensureDeferred
+async def test_admin_api_over_tls_with_a_bearer_token(certs, running):
+    broker = await running({"admin": {"listen": [certs.endpoint("ssl")], "token": "t0ken"}})
+    base = f"https://localhost:{broker.port('admin')}"
+
+    def get(path, token=None):
+        request = urllib.request.Request(base + path)
+        if token is not None:
+            request.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=certs.context()) as answer:
+                return answer.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+    assert await deferToThread(get, "/api/overview") == 401
+    assert await deferToThread(get, "/api/overview", "wrong") == 401
+    assert await deferToThread(get, "/metrics", "wrong") == 401
+    assert await deferToThread(get, "/api/overview", "t0ken") == 200
+    assert await deferToThread(get, "/") == 200            # the dashboard's page itself
