@@ -42,10 +42,12 @@ class Mailbox:
             self.flush()
         return STORED
 
-    def claim(self, owner):
-        """Denied unless `owner` may consume this mailbox; Taken while a live owner of
-        another door (or, with users, of another user or anonymous) holds it."""
-        check(owner, CONSUME, MAILBOX, self.name)
+    def claim(self, owner, assigned=False):
+        """Denied unless `owner` may consume this mailbox (or it was `assigned`: a name the
+        broker made for this client, such as a Twino id it did not ask for); Taken while a
+        live owner of another door (or, with users, of another user or anonymous) holds it."""
+        if not assigned:
+            check(owner, CONSUME, MAILBOX, self.name)
         current = self.owner
         if current is not None and current is not owner:
             if current.door != owner.door:
@@ -55,10 +57,10 @@ class Mailbox:
                     principal is not None and principal.same_user(current.principal)):
                 raise Taken(self.name, current)
 
-    def attach(self, owner, deliver):
+    def attach(self, owner, deliver, assigned=False):
         """A client takes the address (taking over a previous owner of its door and user:
         claim) and gets its mail."""
-        self.claim(owner)
+        self.claim(owner, assigned)
         if self.owner is not None and self.owner is not owner:
             self.owner.mailbox = None
         self.owner = owner

@@ -16,6 +16,7 @@ from mqksbridge.bridge.convert.twino import wire_id
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.bridge.security import LoginFailed
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.bridge.twino.direct import DIRECT, MAX_PENDING, TwinoDirect
 from mqksbridge.bridge.twino.events import TwinoEvents
@@ -70,20 +71,47 @@ class TwinoDoor:
 
     # -- handshake ----------------------------------------------------------------------------
     def hello(self, conn, hello):
-        """Accept (echo + 202) or refuse (echo + 401/503, then close) a hello."""
+        """Accept (echo + 202) or refuse (echo + 401/503, then close) a hello. With users,
+        `Client-Token: USER:PASSWORD` logs in (checked in a worker thread: the connection
+        reads nothing more meanwhile), and a hello without a token is [anonymous]."""
         token = self.settings["token"]
-        wanted = hello.client_id
         if token and hello.token != token:
             return conn.refuse(ResultCode.UNAUTHORIZED, "bad token")
-        principal = None
-        if self.security is not None:       # users: anonymous only (no logins built yet)
-            principal = self.security.anonymous()
+        security = self.security
+        if security is None:
+            return self._accept(conn, hello, None)
+        if not hello.token:
+            principal = security.anonymous()
             if principal is None:
-                self.security.refused(DOOR, "anonymous", conn.client.address)
+                security.refused(DOOR, "anonymous", conn.client.address)
                 return conn.refuse(ResultCode.UNAUTHORIZED, "authentication required")
+            return self._accept(conn, hello, principal)
+        user, _, password = hello.token.partition(":")
+        conn.hold()
+        security.login(user, password).addCallbacks(
+            lambda principal: self._logged_in(conn, hello, principal),
+            lambda failure: self._login_failed(conn, failure))
+
+    def _logged_in(self, conn, hello, principal):
+        if conn.connected:
+            self._accept(conn, hello, principal)
+            conn.release()
+
+    def _login_failed(self, conn, failure):
+        failure.trap(LoginFailed)
+        self.security.refused(DOOR, "login", conn.client.address, failure.value.reason)
+        if conn.connected:
+            conn.refuse(ResultCode.UNAUTHORIZED, "login failed")
+
+    def _accept(self, conn, hello, principal):
+        wanted = hello.client_id
+        if principal is not None:
             if wanted and not principal.allows(CONSUME, MAILBOX, wanted):
                 self.security.refused(DOOR, "denied", conn.client.address, wanted)
                 return conn.refuse(ResultCode.UNAUTHORIZED, f"may not be {wanted!r}")
+            if not self.security.admit(principal):
+                self.security.refused(DOOR, "limit", conn.client.address, principal.user)
+                return conn.refuse(ResultCode.LIMIT_EXCEEDED, "max_connections reached")
         if wanted and len(wanted.encode()) > 255:
             return conn.refuse(ResultCode.BAD_REQUEST, "client id longer than 255 bytes")
         if wanted and wanted in self.broker.clients:
@@ -98,11 +126,13 @@ class TwinoDoor:
         client.name = hello.name or ""
         client.type = hello.type or ""
         client.principal = principal
+        conn.admitted = principal
         client.attrs["twino"] = conn
         conn.decoder = conn.hs.decoder
         conn.write(data)
         self.broker.connect(client)
-        self.broker.mailbox(client.id).attach(client, self.mailbox_deliver)
+        self.broker.mailbox(client.id).attach(client, self.mailbox_deliver,
+                                              assigned=not wanted)
 
     def mailbox_deliver(self, mailbox, message):
         conn = mailbox.owner.attrs["twino"]
@@ -131,6 +161,8 @@ class TwinoDoor:
     def disconnected(self, conn):
         """Every step runs even when one raises (bridge.guard)."""
         self.connections.discard(conn)
+        if conn.admitted is not None:
+            self.security.release(conn.admitted)
         client = conn.client
         registered = client.id is not None and self.broker.clients.get(client.id) is client
         each(log, "twino disconnect", (
@@ -176,6 +208,23 @@ class TwinoConnection(protocol.Protocol):
         self.aliases = {}            # wire id -> core id, for foreign ids Twino cannot carry
         self.requests = {}           # ids of direct requests sent to other doors' clients
         self.ping_sent = None
+        self.admitted = None         # the principal counted for max_connections
+        self.held = None             # while a login is checked: [events left, data read]
+
+    def hold(self):
+        """A login is being checked: what comes meanwhile waits (reading is paused)."""
+        self.held = [[], []]
+        self.transport.pauseProducing()
+
+    def release(self):
+        """The login is decided and accepted: what waited is handled, in order."""
+        events, data = self.held
+        self.held = None
+        self.transport.resumeProducing()
+        self._events(events)
+        for chunk in data:
+            if self.connected:
+                self.dataReceived(chunk)
 
     def connectionMade(self):
         door = self.door
@@ -194,6 +243,9 @@ class TwinoConnection(protocol.Protocol):
         self.traffic.client = self.client
 
     def dataReceived(self, data):
+        if self.held is not None:
+            self.held[1].append(data)
+            return
         door = self.door
         self.traffic.bytes_in += len(data)
         self.last_seen = door.clock()
@@ -228,11 +280,17 @@ class TwinoConnection(protocol.Protocol):
             self.close(f"bad frame: {error}")
 
     def _handshake(self, data):
-        for event in self.hs.receive_data(data):
+        self._events(self.hs.receive_data(data))
+
+    def _events(self, events):
+        for i, event in enumerate(events):
             if not self.connected:
                 return
             if isinstance(event, Hello):
                 self.door.hello(self, event)
+                if self.held is not None:    # a login is being checked
+                    self.held[0] = events[i + 1:]
+                    return
             elif isinstance(event, FrameReceived):
                 handler = self.door.handlers.get(event.frame.type)
                 if handler is not None:

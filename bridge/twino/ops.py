@@ -150,7 +150,9 @@ class TwinoOperations:
         return client_information(
             id=client.id, name=client.name or None, type=client.type or None,
             online=_ms(self.door.clock() - client.connected_at),
-            is_authenticated=bool(self.door.settings["token"]) and client.door == "twino")
+            is_authenticated=client.door == "twino" and (
+                bool(self.door.settings["token"]) or (client.principal is not None
+                                                      and not client.principal.anonymous)))
 
     def channel_consumers(self, conn, frame):
         channel = self.broker.channels.get(frame.target or "")

@@ -214,3 +214,21 @@ async def test_twino_anonymous_push_and_pull_outside_its_rules_are_refused(secur
     with pytest.raises(Exception):
         await client.pull("vault", 0, 1)
     assert broker.broker.counters["security.twino.denied"] >= 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_twino_client_token_logs_in_as_a_user(secured):
+    broker = await secured(anonymous=False)
+    ops = await broker.twino(token="ops:ops-secret")
+    answer = await ops.operation(ContentType.CLIENT_LIST, "", [], b"")
+    assert answer.content_type != 401 and ops.client_id in answer.content.decode()
+    app = await broker.twino(token="app:app-secret")
+    assert (await app.operation(ContentType.CLIENT_LIST, "", [], b"")).content_type == 401
+    for token in ("app:wrong", "nobody:app-secret", "app", ""):
+        with pytest.raises(TwinoRefused) as refused:
+            await broker.twino(token=token or None)
+        assert refused.value.code == 401
+    counters = broker.broker.counters
+    assert counters["security.twino.login"] == 3 and counters["security.twino.anonymous"] == 1
+    again = await broker.twino(token="ops:ops-secret")    # remembered: no second scrypt
+    assert again.client_id != ops.client_id
