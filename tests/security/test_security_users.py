@@ -19,6 +19,7 @@ from mqksbridge.protocols.twino.codec import ContentType
 from tests.conftest import RunningBroker
 from tests.support.certs import Certificates
 from tests.support.lines import LineClient
+from tests.support.waits import until
 from tests.security.test_security_tls import TlsLines
 
 ERROR = re.compile(r"^(\S*) error (\d{20}[0-9a-zA-Z]{4})$")
@@ -232,3 +233,50 @@ async def test_twino_client_token_logs_in_as_a_user(secured):
     assert counters["security.twino.login"] == 3 and counters["security.twino.anonymous"] == 1
     again = await broker.twino(token="ops:ops-secret")    # remembered: no second scrypt
     assert again.client_id != ops.client_id
+
+
+@pytest_twisted.ensureDeferred
+async def test_per_user_limits_on_the_mqks_door(tmp_path):
+    path = tmp_path / "users.toml"
+    path.write_text(f'''
+[users.ops]
+password = "{hash_password("x", **FAST)}"
+publish = ["*"]
+consume = ["*"]
+max_connections = 1
+max_consumers = 2
+max_message_size = 16
+max_unacked = 1
+''')
+    broker = RunningBroker({"security": {"users": str(path)},
+                            "mqks": {"listen": [OPS_LISTENER],
+                                     "listen_users": {OPS_LISTENER: "ops"}}})
+    await broker.start()
+    try:
+        port = broker.port("mqks")
+        ops = await LineClient.connect(port)
+        assert await ops.request("p ping a") == "p ok a"
+        second = await LineClient.connect(port)           # max_connections = 1
+        second.send("p ping b")
+        assert is_error(await second.line(), "None")
+        await second.closed
+        assert await ops.request("c1 consume --confirm q1 e1 --manual-ack") == "c1 ok "
+        assert await ops.request("c2 consume --confirm q2 e2") == "c2 ok "
+        assert is_error(await ops.request("c3 consume --confirm q3 e3"), "c3")
+        ops.send("m1 publish e1 " + "x" * 17)              # max_message_size = 16
+        assert is_error(await ops.line(), "m1")
+        ops.send("m2 publish e1 one", "m3 publish e1 two")  # max_unacked = 1
+        first = await ops.line()
+        assert first.endswith(" event=e1 one")
+        await ops.nothing()                                # the second waits for the ack
+        ops.send(f"a1 ack c1 {first.split()[2]}")
+        assert (await ops.line()).endswith(" event=e1 two")
+        counters = broker.broker.counters
+        assert counters["security.mqks.limit"] == 1 and counters["security.mqks.denied"] == 2
+        await ops.close()
+        await until(lambda: not broker.top.security.connections, what="ops's slot freed")
+        third = await LineClient.connect(port)              # the slot is free again
+        assert await third.request("p ping c") == "p ok c"
+        await third.close()
+    finally:
+        await broker.stop()
