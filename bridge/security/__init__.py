@@ -107,10 +107,6 @@ class Security:
         checks at all) and when anonymous clients are refused (`refused_anonymous`)."""
         return self.users.anonymous_principal() if self.enabled else None
 
-    @property
-    def refuses_anonymous(self):
-        return self.enabled and self.users.anonymous is None
-
     def certificate(self, transport):
         """The Principal a TLS client certificate maps to (users' `certificates`), or None."""
         if not self.enabled:

@@ -280,3 +280,15 @@ max_unacked = 1
         await third.close()
     finally:
         await broker.stop()
+
+
+def test_twistd_refuses_a_bad_users_file_naming_it(tmp_path):
+    from tests.cli.test_startup import twistd
+    bad = tmp_path / "users.toml"
+    bad.write_text('[users.app]\npublish = ["topic:x"]\n')
+    for args in (["--check-config"], []):
+        done = twistd(tmp_path, "--set", f'security.users="{bad}"', "--mqks", "tcp:0",
+                      "--twino", "none", "--malamute", "none", "--admin", "none", *args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert "user 'app'" in done.stderr and "topic:x" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr + done.stdout
