@@ -34,6 +34,7 @@ DEFAULTS = {
     },
     "malamute": {
         "listen": ["tcp://*:9999"],  # ZeroMQ endpoints (tcp://, ipc://), repeatable
+        "mechanism": "null",         # null | plain (ZMTP PLAIN logins: needs security.users)
         "timeout": 60.0,             # seconds without any frame before a session expires
         "check_interval": 1.0,       # one expiry sweep over every session this often
         "mailbox_size_warn": "max",   # log once when a mailbox holds more bytes than this
@@ -338,6 +339,7 @@ RULES = {
     "mqks.max_event": integer(1, 1 << 20),
     "mqks.listen_users": listen_users,
     "malamute.listen": endpoints(zmq_endpoint),
+    "malamute.mechanism": string("null", "plain"),
     "malamute.timeout": SECONDS,
     "malamute.check_interval": number(0.001, 3600.0),
     "malamute.mailbox_size_warn": byte_limit,
@@ -416,6 +418,9 @@ def validate(config):
         if endpoint not in config["mqks"]["listen"]:
             raise ConfigError(f"configuration key mqks.listen_users: {show(endpoint)} is not "
                               "one of mqks.listen")
+    if config["malamute"]["mechanism"] == "plain" and not config["security"]["users"]:
+        raise ConfigError("configuration key malamute.mechanism = \"plain\": PLAIN logins "
+                          "are checked against users: set security.users")
     if config["security"]["users"] and config["twino"]["token"]:
         raise ConfigError("configuration keys twino.token and security.users: with a users "
                           "file, Twino clients log in as users (Client-Token USER:PASSWORD); "

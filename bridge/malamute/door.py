@@ -21,11 +21,12 @@ from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer
 from mqksbridge.core.mailbox import DROPPED
-from mqksbridge.core.permissions import CONSUME, MAILBOX, Denied
+from mqksbridge.core.permissions import CONSUME, MAILBOX, Denied, Taken
 from mqksbridge.protocols.malamute import codec, zrex
 from mqksbridge.protocols.malamute import session as ev
 from mqksbridge.protocols.malamute.codec import COMMAND_INVALID, FAILED, encode_error
 from mqksbridge.protocols.malamute.session import Send, Session
+from mqksbridge.protocols.zmtp import codec as zmtp_codec
 
 DOOR = "malamute"
 log = Logger(namespace="mqksbridge.malamute")
@@ -128,7 +129,7 @@ class MalamuteDoor:
                 self._refuse(peer, refusal)
                 return
         if peer is None and outcome.events:
-            refusal = self._taken(outcome.events[0].address)
+            refusal = self._taken(rid, outcome.events[0].address)
             if refusal is not None:          # ERROR 300, no session (docs/security.md)
                 self.counters["opens_refused"] += 1
                 self.losses["open refused: " + refusal, outcome.events[0].address] += 1
@@ -185,30 +186,44 @@ class MalamuteDoor:
         self.losses["malformed frame", error.reason] += 1
 
     # -- session lifecycle ----------------------------------------------------------------
-    def _taken(self, address):
+    def _taken(self, rid, address):
         """Why an OPEN may not have `address`, or None: a live client of another door owns
-        that mailbox (a Twino client id is a Malamute address). A Malamute owner is taken
-        over, as the original does for a client that reconnects. With users, a client
-        acts as the anonymous user (ZMTP PLAIN is not built yet): refused without one,
-        and an address it may not consume is refused."""
+        that mailbox (a Twino client id is a Malamute address), or, with users, one of
+        another user (a Malamute owner of the same user is taken over, as the original
+        does for a client that reconnects), or the client may not read it. With users a
+        session acts as its PLAIN login's user, else as [anonymous] (refused without one)."""
+        principal = None
         if self.security is not None:
-            principal = self.security.anonymous()
+            principal = self._principal(rid)
             if principal is None:
                 self.security.refused(DOOR, "anonymous", address)
                 return "authentication required"
-            if address and not principal.allows(CONSUME, MAILBOX, address):
-                self.security.refused(DOOR, "denied", address)
-                return f"{principal.user} may not consume mailbox:{address}"
-        mailbox = self.broker.mailboxes.get(address) if address else None
-        owner = mailbox.owner if mailbox is not None else None
-        if owner is not None and owner.door != DOOR:
-            return f"address {address!r} is in use by a {owner.door} client"
+        if not address:
+            return None
+        mailbox = self.broker.mailboxes.get(address)
+        try:
+            if mailbox is not None:
+                mailbox.claim(Client("", DOOR, principal=principal))
+            elif principal is not None:
+                principal.check(CONSUME, MAILBOX, address)
+        except Denied as exc:
+            self.security.refused(DOOR, "denied", address, str(exc))
+            return str(exc)
+        except Taken as exc:
+            return f"address {address!r} is in use by a {exc.owner.door} client" \
+                if exc.owner.door != DOOR else f"address {address!r} is another user's"
         return None
+
+    def _principal(self, rid):
+        conn = self.transport.peers.get(rid)
+        principal = getattr(conn, "principal", None)
+        return principal if principal is not None else self.security.anonymous()
 
     def _open(self, rid, session, address):
         """OK is out already: take the address over, then release its stored mail."""
         client = Client(f"malamute/{rid.hex()}", DOOR, name=address, type="malamute",
-                        address=rid.hex(), principal=self.security and self.security.anonymous())
+                        address=rid.hex(),
+                        principal=self._principal(rid) if self.security is not None else None)
         self.broker.connect(client)
         peer = self.peers[rid] = Peer(self, rid, session, client, address, self.generation)
         peer.traffic = self.transport.attach_client(rid, client) or peer.traffic
@@ -410,10 +425,13 @@ def build(config, broker, scheduler, reactor, clock, security=None):
         max_subscriptions=int(settings["max_subscriptions"]),
         max_pattern=int(settings["max_pattern"]), max_subject=int(settings["max_subject"]))
     door.security = security if security is not None and security.enabled else None
+    plain = settings["mechanism"] == "plain"
     door.transport = ZmtpRouter(scheduler, door.received_all, door.lost,
                                 high_water=int(settings["high_water"]),
                                 max_message=int(settings["max_message_size"]),
-                                traffic=DoorTraffic(DOOR, clock.seconds))
+                                traffic=DoorTraffic(DOOR, clock.seconds),
+                                mechanism=zmtp_codec.PLAIN if plain else zmtp_codec.NULL,
+                                login=security.login if plain else None)
     door.traffic = door.transport.traffic
     sweep = periodic(float(settings["check_interval"]), door.sweep, clock,
                      "malamute session expiry sweep")
