@@ -38,9 +38,11 @@ DEFAULTS = {
         "max_line": 1 << 20,         # longer request lines: error reply, connection closed
         "high_water": 1024 * 1024,   # pending output bytes before a consumer is paused (see docs)
         "max_event": 1024,           # longer events are refused with an error (docs/limits.md)
+        "listen_users": {},          # [mqks.listen_users] endpoint -> the user its clients are
     },
     "malamute": {
         "listen": ["tcp://*:9999"],  # ZeroMQ endpoints (tcp://, ipc://), repeatable
+        "mechanism": "null",         # null | plain (ZMTP PLAIN logins: needs security.users)
         "timeout": 60.0,             # seconds without any frame before a session expires
         "check_interval": 1.0,       # one expiry sweep over every session this often
         "mailbox_size_warn": "max",   # log once when a mailbox holds more bytes than this
@@ -85,10 +87,19 @@ DEFAULTS = {
         "rotate_size": 64 << 20,     # an outbox file this large rotates once all settled
         "retain": 10,                # rotated outbox files kept (older ones are deleted)
         "match_window": 100_000,     # records remembered per file to match a replaced file
-    },
+        "user": "",                  # with a users file: the user its files act as
+    },                               # ("": the [anonymous] one)
     "admin": {
         "listen": ["tcp:15680:interface=127.0.0.1"],  # HTTP: JSON API, /metrics, dashboard
         "sample_interval": 1.0,      # seconds between counter samples (rates)
+        "token": "",                 # set: the API needs `Authorization: Bearer TOKEN`
+    },
+    "security": {                    # docs/security.md
+        "users": "",                 # the users file (TOML); "": no users, no checks
+        "max_connections": 0,        # per user, unless its entry says (0: no limit)
+        "max_message_size": 0,       # bytes of one message a user may publish (0: any)
+        "max_consumers": 0,          # consumers one connection of a user may hold
+        "max_unacked": 0,            # unsettled deliveries one connection may hold
     },
     "log": {
         "format": "text",            # text | json (one JSON object per line)
@@ -111,7 +122,7 @@ def size_limit(value):
 MOVED = {"malamute.mailbox_size_limit": "broker.mailbox_size_limit",       # limits belong to
          "malamute.service_queue_size_limit": "broker.queue_size_limit"}  # the object now
 # Tables whose keys are the user's (names), checked as one value by their rule.
-OPEN_TABLES = {"textqueue.outbox"}
+OPEN_TABLES = {"textqueue.outbox", "mqks.listen_users"}
 
 
 def merge(base, extra, path=""):
@@ -288,7 +299,7 @@ def twisted_endpoint(description):
     from twisted.internet.endpoints import serverFromString
     serverFromString(None, description)
     kind, _, rest = description.partition(":")
-    if kind.lower() in ("tcp", "tcp6", "ssl"):
+    if kind.lower() in ("tcp", "tcp6", "ssl", "mtls"):
         first = rest.split(":", 1)[0]
         port = first.partition("=")[2] if first.startswith("port=") else first
         if not port.isdigit() or int(port) > 65535:
@@ -298,6 +309,13 @@ def twisted_endpoint(description):
 def zmq_endpoint(description):
     from mqksbridge.bridge.malamute.endpoints import to_twisted
     twisted_endpoint(to_twisted(description))
+
+
+def listen_users(value):
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()):
+        return "must be a table of endpoint = user name"
+    return None
 
 
 def gc_threshold(value):
@@ -354,7 +372,9 @@ RULES = {
     "mqks.max_line": integer(64, 1 << 30),
     "mqks.high_water": BYTES,
     "mqks.max_event": integer(1, 1 << 20),
+    "mqks.listen_users": listen_users,
     "malamute.listen": endpoints(zmq_endpoint),
+    "malamute.mechanism": string("null", "plain"),
     "malamute.timeout": SECONDS,
     "malamute.check_interval": number(0.001, 3600.0),
     "malamute.mailbox_size_warn": byte_limit,
@@ -395,8 +415,15 @@ RULES = {
     "textqueue.rotate_size": integer(4096, 1 << 40),
     "textqueue.retain": integer(0, 1 << 20),
     "textqueue.match_window": integer(0, 1 << 24),
+    "textqueue.user": string(),
     "admin.listen": endpoints(twisted_endpoint),
     "admin.sample_interval": number(0.05, 3600.0),
+    "admin.token": string(),
+    "security.users": string(),
+    "security.max_connections": integer(0, 1 << 31),
+    "security.max_message_size": integer(0, 1 << 40),
+    "security.max_consumers": integer(0, 1 << 31),
+    "security.max_unacked": integer(0, 1 << 31),
     "log.format": string("text", "json"),
 }
 
@@ -424,6 +451,17 @@ def validate(config):
         problem = RULES[key](value)
         if problem:
             raise ConfigError(f"configuration key {key} = {show(value)}: {problem}")
+    for endpoint in config["mqks"]["listen_users"]:
+        if endpoint not in config["mqks"]["listen"]:
+            raise ConfigError(f"configuration key mqks.listen_users: {show(endpoint)} is not "
+                              "one of mqks.listen")
+    if config["malamute"]["mechanism"] == "plain" and not config["security"]["users"]:
+        raise ConfigError("configuration key malamute.mechanism = \"plain\": PLAIN logins "
+                          "are checked against users: set security.users")
+    if config["security"]["users"] and config["twino"]["token"]:
+        raise ConfigError("configuration keys twino.token and security.users: with a users "
+                          "file, Twino clients log in as users (Client-Token USER:PASSWORD); "
+                          "leave twino.token empty")
 
 
 def show(value):

@@ -70,11 +70,16 @@ class ListenerService(service.Service):
 
 
 class DoorFactory(protocol.Factory):
-    """One connection protocol per accepted socket, every one sharing the door's state."""
+    """One connection protocol per accepted socket, every one sharing the door's state.
+    `user` is who a listener's clients act as when they show nothing else (mqks.listen_users;
+    docs/security.md)."""
 
-    def __init__(self, connection_class, door):
+    def __init__(self, connection_class, door, user=None):
         self.connection_class = connection_class
         self.door = door
+        self.user = user
 
     def buildProtocol(self, addr):
-        return self.connection_class(self.door)
+        connection = self.connection_class(self.door)
+        connection.factory = self
+        return connection

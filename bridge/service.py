@@ -20,6 +20,7 @@ from mqksbridge.bridge.clock import ReactorClock, periodic
 from mqksbridge.bridge.logs import json_observer, log_file
 from mqksbridge.bridge.memory import MemoryWatermark, watermark_bytes
 from mqksbridge.bridge.outbox import FlushScheduler
+from mqksbridge.bridge import security as security_module
 from mqksbridge.bridge.shutdown import BridgeService
 from mqksbridge.core import Broker
 
@@ -144,12 +145,14 @@ def build(config, reactor=None, clock=None):
         clock = reactor
     top = BridgeService(reactor, config["broker"]["shutdown_timeout"])
     settings = config["broker"]
+    security = security_module.build(config)
     broker = Broker(ReactorClock(clock), flow_limit=settings["flow_limit"] or None,
                     flow_max_hold=settings["flow_max_hold"],
                     queue_size_limit=configuration.size_limit(settings["queue_size_limit"]),
                     mailbox_size_limit=configuration.size_limit(settings["mailbox_size_limit"]),
                     queue_length_limit=configuration.size_limit(settings["queue_length_limit"]),
-                    queue_overflow=settings["queue_overflow"])
+                    queue_overflow=settings["queue_overflow"], guarded=security.enabled)
+    security.counters = broker.counters          # refusals beside the broker's other counts
     GcTuning(settings["gc_threshold"]).setServiceParent(top)
     # Periodic work has one form: bridge/ owns it as TimerServices on the injected clock
     # (bridge.clock.periodic; a step that fails is logged and runs again next time). The
@@ -163,12 +166,13 @@ def build(config, reactor=None, clock=None):
              "memory watermark").setServiceParent(top)
     for name in DOORS:
         module = importlib.import_module(f"mqksbridge.bridge.{name}")
-        doors[name], listeners[name] = module.build(config, broker, scheduler, reactor, clock)
+        doors[name], listeners[name] = module.build(config, broker, scheduler, reactor, clock,
+                                                    security=security)
         for svc in listeners[name]:
             svc.setServiceParent(top)
-    top.doors, top.scheduler, top.broker = doors, scheduler, broker
+    top.doors, top.scheduler, top.broker, top.security = doors, scheduler, broker, security
     top.admin, services = admin_endpoint.build(config, broker, doors, listeners, reactor,
-                                               clock)
+                                               clock, security=security)
     listeners["admin"] = [svc for svc in services if hasattr(svc, "ready")]
     for svc in services:
         svc.setServiceParent(top)
@@ -180,13 +184,14 @@ def makeService(options):
     (exit 1); --check-config stops here too (exit 0 with the effective configuration)."""
     try:
         config = configuration.load(options["config"], options.overrides())
-    except (OSError, configuration.ConfigError) as exc:
+        if options["check-config"]:
+            security_module.build(config)        # the users file is checked too
+            print(configuration.dump(config), end="")
+            raise SystemExit(0)
+        top = build(config)[0]
+    except (OSError, configuration.ConfigError, security_module.users_file.UsersError) as exc:
         print(f"mqksbridge: {exc}", file=sys.stderr)
         raise SystemExit(1)
-    if options["check-config"]:
-        print(configuration.dump(config), end="")
-        raise SystemExit(0)
-    top = build(config)[0]
     if config["log"]["format"] == "json":
         top.log_observer = json_observer(log_file(getattr(options, "parent", None)))
     from twisted.internet import reactor

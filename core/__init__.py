@@ -8,8 +8,9 @@ from mqksbridge.core.client import Client
 from mqksbridge.core.clock import Clock, FakeClock
 from mqksbridge.core.consumer import Consumer
 from mqksbridge.core.message import Entry, Message
+from mqksbridge.core.permissions import Denied, Principal, Rules, Taken
 from mqksbridge.core.queue import Queue, QueueError
 from mqksbridge.core.stream import Stream
 
-__all__ = ["Broker", "Client", "Clock", "FakeClock", "Consumer", "Entry", "Message",
-           "Queue", "QueueError", "Stream"]
+__all__ = ["Broker", "Client", "Clock", "FakeClock", "Consumer", "Denied", "Entry", "Message",
+           "Principal", "Queue", "QueueError", "Rules", "Stream", "Taken"]

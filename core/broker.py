@@ -6,13 +6,19 @@ schedules periodic work itself.
 
 What an object is does not depend on the door that created it: queue and mailbox size
 limits come from the broker's configuration by name (core.limits), and a queue belongs to
-the channel of its name (core.channel) whoever made either of them."""
+the channel of its name (core.channel) whoever made either of them.
+
+A broker with users (`guarded`) makes queues, streams and mailboxes that check each put,
+publish and send against its client's principal (core.guarded, core.permissions); one
+without makes the plain ones, and no message pays for a check."""
 from collections import Counter
 
 from mqksbridge.core.channel import Channel, numbered
 from mqksbridge.core.flow import Flow
+from mqksbridge.core.guarded import GuardedMailbox, GuardedQueue, GuardedStream
 from mqksbridge.core.limits import REJECT, ByName, SizeLimit
 from mqksbridge.core.mailbox import Mailbox
+from mqksbridge.core.permissions import Denied
 from mqksbridge.core.queue import Queue
 from mqksbridge.core.storage import StorageBarrier
 from mqksbridge.core.stream import Stream
@@ -20,8 +26,12 @@ from mqksbridge.core.stream import Stream
 
 class Broker:
     def __init__(self, clock, *, flow_limit=None, flow_max_hold=1.0, queue_size_limit=None,
-                 mailbox_size_limit=None, queue_length_limit=None, queue_overflow=None):
+                 mailbox_size_limit=None, queue_length_limit=None, queue_overflow=None,
+                 guarded=False):
         self.clock = clock
+        self.guarded = guarded
+        self._Queue, self._Stream, self._Mailbox = (
+            (GuardedQueue, GuardedStream, GuardedMailbox) if guarded else (Queue, Stream, Mailbox))
         self.flow = Flow(clock, flow_limit, flow_max_hold)
         self.queue_size_limit = SizeLimit(queue_size_limit)
         self.mailbox_size_limit = SizeLimit(mailbox_size_limit)
@@ -83,7 +93,7 @@ class Broker:
     def stream(self, name, create=True):
         stream = self.streams.get(name)
         if stream is None and create:
-            stream = self.streams[name] = Stream(name, self.queues)
+            stream = self.streams[name] = self._Stream(name, self.queues)
         return stream
 
     # -- queues ------------------------------------------------------------------------------
@@ -102,7 +112,7 @@ class Broker:
                     options["max_messages"] = limit
             if "overflow" not in options:
                 options["overflow"] = self.queue_overflow(name)
-            queue = self.queues[name] = Queue(self, name, **options)
+            queue = self.queues[name] = self._Queue(self, name, **options)
             self._queues_changed()
             self._claim(queue)
             self.emit("queue-created", queue=queue)
@@ -156,8 +166,14 @@ class Broker:
             stream.queues_changed()
 
     def add_consumer(self, queue, consumer):
+        """Denied (and nothing added) unless its client may consume the queue."""
         consumer.client.consumers[consumer.id] = consumer
-        queue.add_consumer(consumer)
+        try:
+            queue.add_consumer(consumer)
+        except Denied:
+            if consumer.client.consumers.get(consumer.id) is consumer:
+                del consumer.client.consumers[consumer.id]
+            raise
         return consumer
 
     def remove_consumer(self, consumer):
@@ -170,7 +186,7 @@ class Broker:
     def mailbox(self, name, create=True):
         mailbox = self.mailboxes.get(name)
         if mailbox is None and create:
-            mailbox = self.mailboxes[name] = Mailbox(name, self.mailbox_size_limit(name))
+            mailbox = self.mailboxes[name] = self._Mailbox(name, self.mailbox_size_limit(name))
         return mailbox
 
     # -- channels ----------------------------------------------------------------------------

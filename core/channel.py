@@ -7,10 +7,13 @@ channel created later claims the queues of its name already there. So a Twino me
 channel `jobs` competes with MQKS consumers and Malamute workers of queue `jobs`.
 
 Every member consumes every queue of the channel: joining adds one consumer per queue,
-and a queue added later gets a consumer for each member. `defaults` are the options a door
+and a queue added later gets a consumer for each member (with users: each member that may
+consume it; core.permissions). `defaults` are the options a door
 gives the queues it creates here; with `destroy_when_empty` the broker's sweep removes the
 channel once it is `empty()`.
 """
+
+from mqksbridge.core.permissions import CONSUME, QUEUE, permits
 
 MAX_KEY = 0xFFFF
 
@@ -70,6 +73,13 @@ class Channel:
 
     @staticmethod
     def _attach(client, make_consumer, queue):
+        """A member gets a consumer of every queue it may consume, and of no other."""
+        if not permits(client, CONSUME, QUEUE, queue.name):
+            return
+        principal = client.principal
+        if principal is not None and principal.max_consumers is not None \
+                and len(client.consumers) >= principal.max_consumers:
+            return                       # (counted by the door that joined it: see docs)
         consumer = make_consumer(queue)
         client.consumers[consumer.id] = consumer
         queue.add_consumer(consumer)

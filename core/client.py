@@ -8,12 +8,15 @@ class Client:
     it clears, resume() lets every queue and mailbox this client consumes catch up.
     `input` is what the door reads this client's bytes from (pauseProducing and
     resumeProducing), for publisher flow control (core.flow); `held` the queues holding it.
+    `principal` is who it acts as (core.permissions); None: anyone may do anything (no
+    users configured).
     """
 
     __slots__ = ("id", "name", "type", "door", "address", "consumers", "paused",
-                 "connected_at", "mailbox", "streams", "attrs", "input", "held")
+                 "connected_at", "mailbox", "streams", "attrs", "input", "held", "principal")
 
-    def __init__(self, id, door, name="", type="", address="", connected_at=0.0):
+    def __init__(self, id, door, name="", type="", address="", connected_at=0.0,
+                 principal=None):
         self.id = id
         self.name = name
         self.type = type
@@ -27,6 +30,7 @@ class Client:
         self.attrs = {}           # door-private data
         self.input = None         # set by doors whose input can be paused
         self.held = set()
+        self.principal = principal
 
     def pause(self):
         self.paused = True

@@ -3,8 +3,15 @@
 Delivered at once to a live, unpaused owner; otherwise kept in order, bounded by bytes,
 and handed over when the owner (re)attaches or drains. Per-message expiry is enforced by
 tick().
+
+An address has one owner at a time, shared by every door (a Malamute address is a Twino
+client id): a live owner keeps it against a client of another door, and once users are
+configured against another user (claim). Within one door a new owner takes it over, as
+Malamute's reconnecting clients need.
 """
 from collections import deque
+
+from mqksbridge.core.permissions import CONSUME, MAILBOX, Taken, check
 
 DELIVERED, STORED, DROPPED = "delivered", "stored", "dropped"
 
@@ -19,8 +26,9 @@ class Mailbox:
         self.bytes = 0
         self.delivered = self.dropped = self.expired = 0
 
-    def send(self, message):
-        """Deliver, store, or drop (over the byte limit); returns which happened."""
+    def send(self, message, sender=None):
+        """Deliver, store, or drop (over the byte limit); returns which happened. `sender`
+        is the client that sent it, if a client did (a guarded mailbox checks it)."""
         if self.owner is not None and not self.owner.paused and not self.stored:
             self.delivered += 1
             self.deliver(self, message)
@@ -34,8 +42,25 @@ class Mailbox:
             self.flush()
         return STORED
 
-    def attach(self, owner, deliver):
-        """A client takes the address (taking over any previous owner) and gets its mail."""
+    def claim(self, owner, assigned=False):
+        """Denied unless `owner` may consume this mailbox (or it was `assigned`: a name the
+        broker made for this client, such as a Twino id it did not ask for); Taken while a
+        live owner of another door (or, with users, of another user or anonymous) holds it."""
+        if not assigned:
+            check(owner, CONSUME, MAILBOX, self.name)
+        current = self.owner
+        if current is not None and current is not owner:
+            if current.door != owner.door:
+                raise Taken(self.name, current)
+            principal = owner.principal
+            if (principal is not None or current.principal is not None) and not (
+                    principal is not None and principal.same_user(current.principal)):
+                raise Taken(self.name, current)
+
+    def attach(self, owner, deliver, assigned=False):
+        """A client takes the address (taking over a previous owner of its door and user:
+        claim) and gets its mail."""
+        self.claim(owner, assigned)
         if self.owner is not None and self.owner is not owner:
             self.owner.mailbox = None
         self.owner = owner

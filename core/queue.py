@@ -27,6 +27,7 @@ from collections import deque
 
 from mqksbridge.core.limits import REJECT, dead_letter_queue
 from mqksbridge.core.message import Entry
+from mqksbridge.core.permissions import CONSUME, QUEUE, check
 
 ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED = (
     "round-robin", "push-all", "broadcast", "pull", "cache", "paused", "stopped")
@@ -193,6 +194,10 @@ class Queue:
                     return True
         return self.put(entry, False, publisher)
 
+    # What a stream hands on: its publisher's permission was checked at the stream, so
+    # this put is never checked again (a guarded queue checks put_message: core.guarded).
+    put_routed = put_message
+
     def put(self, entry, strict=False, publisher=None):
         """Add an entry; with strict=True a refusal raises QueueError instead of dropping."""
         message = entry.message
@@ -331,6 +336,12 @@ class Queue:
 
     # -- consumers --------------------------------------------------------------------
     def add_consumer(self, consumer):
+        """Denied (before anything changes) unless its client may consume this queue: every
+        delivery, redelivery and pull of this queue goes to consumers added here."""
+        principal = consumer.client.principal
+        if principal is not None:
+            registered = consumer.client.consumers.get(consumer.id) is consumer
+            principal.check_consumer(consumer.client, self.name, 0 if registered else 1)
         if self._unused_timer is not None:
             if self._unused_timer.active():
                 self._unused_timer.cancel()
@@ -560,6 +571,7 @@ class Queue:
         requested entry is taken. `left`, a list, receives (priority, regular) lengths
         after each taken entry (Twino's pull Info headers).
         """
+        check(consumer.client, CONSUME, QUEUE, self.name)
         taken = []
         now = self.broker.clock.now()
         for lane in (self.priority, self.entries):

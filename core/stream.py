@@ -24,6 +24,7 @@ from itertools import chain
 from operator import attrgetter
 
 from mqksbridge.core.cache import bounded
+from mqksbridge.core.permissions import ALL, CONSUME, QUEUE, STREAM, Denied, SubjectFilter
 
 DISTRIBUTE, ROUND_ROBIN, ONLY_FIRST = "distribute", "round-robin", "only-first"
 _LITERAL_KINDS = ("exact", "prefix", "suffix", "contains")
@@ -99,12 +100,20 @@ class Stream:
         self.unrouted = 0
 
     # -- bindings (stream -> queue) --------------------------------------------------
-    def set_bindings(self, queue_name, subjects):
-        """Make `queue_name` bound to exactly `subjects`; returns True if anything changed."""
+    def set_bindings(self, queue_name, subjects, client=None):
+        """Make `queue_name` bound to exactly `subjects`; returns True if anything changed.
+
+        A `client` that binds (MQKS consume, rebind) must be allowed to consume the queue
+        and every subject it adds (Denied, before anything changes): binding is reading."""
         old = self.bindings.get(queue_name, set())
         new = set(subjects)
         if old == new:
             return False
+        principal = client.principal if client is not None else None
+        if principal is not None:
+            principal.check(CONSUME, QUEUE, queue_name)
+            for subject in new - old:
+                principal.check_subject(CONSUME, self.name, subject)
         for subject in old - new:
             targets = self.exact[subject]
             del targets[queue_name]
@@ -137,10 +146,20 @@ class Stream:
         return list(self._readers.values())
 
     def add_reader(self, client, key, matcher, deliver):
-        """Subscribe a client; the same (client, key) twice is idempotent. O(1)."""
+        """Subscribe a client; the same (client, key) twice is idempotent. O(1).
+
+        Denied unless the client may consume some subject of this stream; one restricted
+        to some subjects reads only those (its matcher is wrapped: core.permissions)."""
         reader = self._readers.get((client, key))
         if reader is not None:
             return reader
+        principal = client.principal
+        if principal is not None:
+            allowed = principal.subjects(CONSUME, self.name)
+            if allowed is None:
+                raise Denied(principal.user, CONSUME, STREAM, self.name)
+            if allowed is not ALL:
+                matcher = SubjectFilter(matcher, allowed)
         group_key, literal = _group_key(matcher)
         group = self._groups.get(group_key)
         if group is None:
@@ -237,7 +256,7 @@ class Stream:
             targets = self._resolve(message.subject)
         if targets:
             for queue in targets:
-                if queue.put_message(message, None, publisher):
+                if queue.put_routed(message, None, publisher):
                     delivered += 1
         if self.routed:
             delivered += self._route(message, publisher)
@@ -276,11 +295,11 @@ class Stream:
         if not live:
             return 0
         if self.route == DISTRIBUTE:
-            return sum(1 for queue in live if queue.put_message(message, None, publisher))
+            return sum(1 for queue in live if queue.put_routed(message, None, publisher))
         if self.route == ROUND_ROBIN:
             self._rr = (self._rr + 1) % len(live)
             live = live[self._rr:] + live[:self._rr]
         for queue in live:
-            if queue.put_message(message, None, publisher):
+            if queue.put_routed(message, None, publisher):
                 return 1
         return 0

@@ -18,7 +18,7 @@ class Admin:
         self.view, self.sampler, self.metrics, self.factory = view, sampler, metrics, factory
 
 
-def build(config, broker, doors, listeners, reactor, clock=None):
+def build(config, broker, doors, listeners, reactor, clock=None, security=None):
     """(Admin, services): the sampler (on `clock`, the reactor by default) and one HTTP
     listener per `admin.listen` endpoint."""
     settings = config["admin"]
@@ -27,7 +27,7 @@ def build(config, broker, doors, listeners, reactor, clock=None):
     view = AdminView(broker, doors, listeners, sampler, clock,
                      interval=settings["sample_interval"], node=config["twino"]["node"])
     metrics = Metrics(view)
-    factory = site(view, metrics)
+    factory = site(view, metrics, settings["token"])
     services = [periodic(settings["sample_interval"], sampler.sample, clock, "admin sampler")]
     services += [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
     return Admin(view, sampler, metrics, factory), services

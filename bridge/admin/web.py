@@ -6,6 +6,7 @@ carry `Content-Type: application/json`: a page on another origin cannot send tha
 a CORS preflight this server never allows, so a browser cannot be tricked into them.
 Queue names are one path segment, percent-encoded (`orders%2F1` is queue `orders/1`).
 """
+import hmac
 import json
 from importlib import resources
 from urllib.parse import unquote
@@ -34,17 +35,22 @@ def static_file(name):
 class AdminResource(resource.Resource):
     isLeaf = True
 
-    def __init__(self, view, metrics):
+    def __init__(self, view, metrics, token=""):
         super().__init__()
         self.view = view
         self.metrics = metrics
         self.requests = 0
+        self.token = b"Bearer " + token.encode() if token else None   # admin.token
 
     def render(self, request):
         self.requests += 1
         path = [unquote(p.decode("latin-1"), errors="surrogateescape")
                 for p in request.path.split(b"/")[1:]]
         method = request.method.decode("ascii", "replace")
+        if self.token is not None and path[:1] not in ([], [""], ["static"]) and \
+                not hmac.compare_digest(request.getHeader(b"authorization") or b"", self.token):
+            request.setHeader(b"www-authenticate", b'Bearer realm="mqksbridge"')
+            return self.json(request, {"error": "a bearer token is required"}, 401)
         try:
             return self.route(request, method, path)
         except ActionError as exc:
@@ -164,9 +170,10 @@ class AdminResource(resource.Resource):
         return static_file(name)
 
 
-def site(view, metrics):
-    """The twisted.web Site for the admin endpoint (no per-request log lines)."""
-    root = AdminResource(view, metrics)
+def site(view, metrics, token=""):
+    """The twisted.web Site for the admin endpoint (no per-request log lines); with a
+    `token`, everything but the dashboard's static files needs `Authorization: Bearer`."""
+    root = AdminResource(view, metrics, token)
     factory = server.Site(root)
     factory.log = lambda request: None
     factory.noisy = False

@@ -13,7 +13,7 @@ import argparse
 import signal
 import sys
 
-from mqksbridge.bridge.cli import admin, doors
+from mqksbridge.bridge.cli import admin, doors, users
 
 OK, REFUSED, USAGE, CONNECTION, TIMEOUT = 0, 1, 2, 3, 4
 
@@ -139,6 +139,7 @@ COMMANDS = {
     "connections": (None, admin_command(admin.connections), "open connections (admin API)"),
     "purge": (lambda p: p.add_argument("queue"), admin_command(admin.purge),
               "drop every waiting message of a queue (admin API)"),
+    "user": (users.add_arguments, users.run, "add a user to the users file (docs/security.md)"),
 }
 ADMIN_COMMANDS = ("stats", "queues", "connections", "purge")
 

@@ -1,5 +1,6 @@
 """Commands over the admin HTTP API: stats, queues, connections, purge."""
 import json
+import os
 import urllib.error
 import urllib.request
 from urllib.parse import quote
@@ -14,6 +15,9 @@ class AdminError(Exception):
 def call(base, path, method="GET", body=None, timeout=10.0):
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(base.rstrip("/") + path, data=data, method=method)
+    token = os.environ.get("MQKSBRIDGE_ADMIN_TOKEN")        # the broker's admin.token
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     if method != "GET":
         request.add_header("Content-Type", "application/json")
     try:

@@ -9,6 +9,7 @@ door carries.
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -94,8 +95,10 @@ def _headers(headers) -> list[tuple[str, str]] | None:
 
 def connect(host: str = "127.0.0.1", port: int = 22200, client_id: str | None = None,
             name: str | None = None, type: str | None = None, token: str | None = None,
-            timeout: float = 10.0, keep_wire_ttl: bool = False) -> TwinoClient:
+            timeout: float = 10.0, keep_wire_ttl: bool = False,
+            tls: ssl.SSLContext | None = None) -> TwinoClient:
     """Open a socket and do the real handshake. Without `client_id` the server picks one.
+    With `tls` (an ssl.SSLContext) the connection is TLS, its server name `host`.
 
     `keep_wire_ttl` shows each frame's TTL as sent and keeps TTL-0 frames (for tests of the
     server's TTL handling); normally TTL is decremented and TTL-0 frames are dropped.
@@ -103,6 +106,8 @@ def connect(host: str = "127.0.0.1", port: int = 22200, client_id: str | None = 
     sock = socket.create_connection((host, port), timeout=timeout)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            sock = tls.wrap_socket(sock, server_hostname=host)
         client = TwinoClient(sock, timeout, keep_wire_ttl)
         client._handshake(client_id, name, type, token)
     except BaseException:

@@ -21,10 +21,12 @@ from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer
 from mqksbridge.core.mailbox import DROPPED
+from mqksbridge.core.permissions import CONSUME, MAILBOX, Denied, Taken
 from mqksbridge.protocols.malamute import codec, zrex
 from mqksbridge.protocols.malamute import session as ev
 from mqksbridge.protocols.malamute.codec import COMMAND_INVALID, FAILED, encode_error
 from mqksbridge.protocols.malamute.session import Send, Session
+from mqksbridge.protocols.zmtp import codec as zmtp_codec
 
 DOOR = "malamute"
 log = Logger(namespace="mqksbridge.malamute")
@@ -37,6 +39,7 @@ _REPLIES = {id(ev.OK): codec.OK, id(ev.PONG): codec.PONG,      # the session's r
 
 class MalamuteDoor:
     """Door-wide state: open sessions, address owners, counters, the expiry sweep."""
+    security = None                  # bridge.security with users (build), else no checks
 
     def __init__(self, broker, *, timeout=60.0, check_interval=1.0, mailbox_size_warn=None,
                  credit=True, max_subscriptions=1000, max_pattern=255,
@@ -90,8 +93,8 @@ class MalamuteDoor:
                 if send.__class__ is Send:
                     try:
                         i = sends[send.kind](peer, send, messages, i)
-                    except Exception:    # before the run's first message
-                        self._failed(peer, frames)
+                    except Exception as exc:     # before the run's first message
+                        self._run_failed(peer, frames, exc)
                         i = -(i + 1)
                     if i < 0:                # the session failed: look it up again
                         i, peer = -i, self._active(rid)
@@ -131,6 +134,13 @@ class MalamuteDoor:
             if refusal is not None:
                 self._refuse(peer, refusal)
                 return
+        if peer is None and outcome.events:
+            refusal = self._taken(rid, outcome.events[0].address)
+            if refusal is not None:          # ERROR 300, no session (docs/security.md)
+                self.counters["opens_refused"] += 1
+                self.losses["open refused: " + refusal, outcome.events[0].address] += 1
+                self.transport.send(rid, encode_error(FAILED, refusal))
+                return
         if reply is not None:
             self.transport.send(rid, _REPLIES.get(id(reply)) or codec.encode(reply))
         for event in outcome.events:
@@ -142,8 +152,20 @@ class MalamuteDoor:
     def _guarded(self, handler, peer, event):
         try:
             handler(peer, event)
+        except Denied as exc:                # ERROR 300, as for any refused subscription
+            self.security.refused(DOOR, "denied", peer.address, str(exc))
+            self._refuse(peer, str(exc))
         except Exception:
             self._failed(peer, event)
+
+    def _run_failed(self, peer, frames, exc):
+        """A SEND of a run not taken: refused by the user's permissions (ERROR 300, as
+        any refusal) or a bug (ERROR 500); called inside an `except`."""
+        if isinstance(exc, Denied):
+            self.security.refused(DOOR, "denied", peer.address, str(exc))
+            self._refuse(peer, str(exc))
+        else:
+            self._failed(peer, frames)
 
     def _failed(self, peer, command):
         """A bug costs this session, never the broker (called inside an `except`)."""
@@ -179,10 +201,44 @@ class MalamuteDoor:
         self.losses["malformed frame", error.reason] += 1
 
     # -- session lifecycle ----------------------------------------------------------------
+    def _taken(self, rid, address):
+        """Why an OPEN may not have `address`, or None: a live client of another door owns
+        that mailbox (a Twino client id is a Malamute address), or, with users, one of
+        another user (a Malamute owner of the same user is taken over, as the original
+        does for a client that reconnects), or the client may not read it. With users a
+        session acts as its PLAIN login's user, else as [anonymous] (refused without one)."""
+        principal = None
+        if self.security is not None:
+            principal = self._principal(rid)
+            if principal is None:
+                self.security.refused(DOOR, "anonymous", address)
+                return "authentication required"
+        if not address:
+            return None
+        mailbox = self.broker.mailboxes.get(address)
+        try:
+            if mailbox is not None:
+                mailbox.claim(Client("", DOOR, principal=principal))
+            elif principal is not None:
+                principal.check(CONSUME, MAILBOX, address)
+        except Denied as exc:
+            self.security.refused(DOOR, "denied", address, str(exc))
+            return str(exc)
+        except Taken as exc:
+            return f"address {address!r} is in use by a {exc.owner.door} client" \
+                if exc.owner.door != DOOR else f"address {address!r} is another user's"
+        return None
+
+    def _principal(self, rid):
+        conn = self.transport.peers.get(rid)
+        principal = getattr(conn, "principal", None)
+        return principal if principal is not None else self.security.anonymous()
+
     def _open(self, rid, session, address):
         """OK is out already: take the address over, then release its stored mail."""
         client = Client(f"malamute/{rid.hex()}", DOOR, name=address, type="malamute",
-                        address=rid.hex())
+                        address=rid.hex(),
+                        principal=self._principal(rid) if self.security is not None else None)
         self.broker.connect(client)
         peer = self.peers[rid] = Peer(self, rid, session, client, address, self.generation)
         peer.traffic = self.transport.attach_client(rid, client) or peer.traffic
@@ -266,8 +322,8 @@ class MalamuteDoor:
             try:
                 publish(message(RAW_STREAM, new_id(), sender, subject, "", tuple(frames[1:]),
                                 raw, None), client)
-            except Exception:
-                self._failed(peer, frames)
+            except Exception as exc:
+                self._run_failed(peer, frames, exc)
                 return -i
         peer.traffic.messages_in += i - start
         return i
@@ -293,11 +349,11 @@ class MalamuteDoor:
             i += 1
             try:
                 if mail(message(RAW_MAILBOX, new_id(), sender, subject, tracker,
-                                tuple(frames[1:]), raw, expires_at)) == DROPPED:
+                                tuple(frames[1:]), raw, expires_at), peer.client) == DROPPED:
                     self.counters["mailbox_dropped"] += 1
                     self.losses["mail over the limit of mailbox", address] += 1
-            except Exception:
-                self._failed(peer, frames)
+            except Exception as exc:
+                self._run_failed(peer, frames, exc)
                 return -i
         if (self.mailbox_warn is not None and mailbox.bytes > self.mailbox_warn
                 and mailbox.name not in self._warned):
@@ -331,8 +387,8 @@ class MalamuteDoor:
                                    raw, expires_at), None, client):
                     self.counters["service_dropped"] += 1
                     self.losses["request refused by service", service] += 1
-            except Exception:
-                self._failed(peer, frames)
+            except Exception as exc:
+                self._run_failed(peer, frames, exc)
                 return -i
         peer.traffic.messages_in += i - start
         return i
@@ -372,7 +428,7 @@ class MalamuteDoor:
             self.losses.clear()
 
 
-def build(config, broker, scheduler, reactor, clock):
+def build(config, broker, scheduler, reactor, clock, security=None):
     """The Malamute door: one ZMTP ROUTER listening on every configured ZeroMQ endpoint,
     and the session expiry sweep (last, so a door's first service is a listener)."""
     settings = config["malamute"]
@@ -383,11 +439,15 @@ def build(config, broker, scheduler, reactor, clock):
         credit=bool(settings["credit"]),
         max_subscriptions=int(settings["max_subscriptions"]),
         max_pattern=int(settings["max_pattern"]), max_subject=int(settings["max_subject"]))
+    door.security = security if security is not None and security.enabled else None
+    plain = settings["mechanism"] == "plain"
     door.transport = ZmtpRouter(scheduler, door.received_all, door.lost,
                                 high_water=int(settings["high_water"]),
                                 max_message=int(settings["max_message_size"]),
                                 max_frames=int(settings["max_frames"]),
-                                traffic=DoorTraffic(DOOR, clock.seconds))
+                                traffic=DoorTraffic(DOOR, clock.seconds),
+                                mechanism=zmtp_codec.PLAIN if plain else zmtp_codec.NULL,
+                                login=security.login if plain else None)
     door.traffic = door.transport.traffic
     sweep = periodic(float(settings["check_interval"]), door.sweep, clock,
                      "malamute session expiry sweep")

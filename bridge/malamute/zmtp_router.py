@@ -26,7 +26,8 @@ from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.protocols.zmtp import codec
-from mqksbridge.protocols.zmtp.codec import Connection, PeerError, Ping, Ready, ZmtpError
+from mqksbridge.protocols.zmtp.codec import (Connection, PeerError, Ping, PlainHello, Ready,
+                                             ZmtpError)
 
 log = Logger(namespace="mqksbridge.zmtp")
 
@@ -63,10 +64,12 @@ class ZmtpConnection(protocol.Protocol):
     """One peer of the ROUTER."""
 
     rid = None
+    principal = None                     # who a PLAIN login proved it is (core.permissions)
 
     def __init__(self, router):
         self.router = router
-        self.zmtp = Connection("ROUTER", router.max_message, router.max_frames)
+        self.zmtp = Connection("ROUTER", router.max_message, router.max_frames,
+                               router.mechanism)
         self.gate = Gate()
         self.outbox = None
         self.kept = None                 # messages of a read not handed over (input held)
@@ -118,8 +121,14 @@ class ZmtpConnection(protocol.Protocol):
         """The handshake's end comes before any message; pings and goodbyes after."""
         events, self.zmtp.events = self.zmtp.events, []
         for event in events:
-            if isinstance(event, Ready) and not self.router.attach(self, event.identity):
-                return self.refuse("routing id already in use")
+            if isinstance(event, PlainHello):
+                return self._login(event)    # nothing else can come before WELCOME
+            if isinstance(event, Ready):
+                if not self.router.attach(self, event.identity):
+                    return self.refuse("routing id already in use")
+                reply = self.zmtp.ready_reply()
+                if reply:
+                    self.outbox.write(reply)
         if messages:
             self._deliver(messages)
         for event in events:
@@ -128,6 +137,26 @@ class ZmtpConnection(protocol.Protocol):
             elif isinstance(event, PeerError):
                 log.info("zmtp peer closing: {reason}", reason=event.reason)
                 return self.transport.loseConnection()
+
+    def _login(self, hello):
+        """PLAIN: the router's `login` (the users file, checked in a worker thread) decides,
+        as a ZAP handler does for libzmq: WELCOME, or ERROR "400" and the close."""
+        d = self.router.login(hello.username.decode("utf-8", "surrogateescape"),
+                              hello.password.decode("utf-8", "surrogateescape"))
+        d.addCallbacks(self._welcome, self._deny)
+
+    def _welcome(self, principal):
+        if self.zmtp.state == "authenticating":
+            self.principal = principal
+            self.outbox.write(self.zmtp.welcome())
+
+    def _deny(self, failure):
+        self.router.refused += 1
+        log.info("zmtp PLAIN login refused: {reason}", reason=failure.getErrorMessage())
+        if self.zmtp.state != "closed":
+            self.outbox.write(self.zmtp.deny())
+            self.outbox.close()
+            self.transport.loseConnection()
 
     def refuse(self, reason):
         """A protocol violation costs this connection only: ERROR (once the greeting is
@@ -154,8 +183,10 @@ class ZmtpRouter(protocol.Factory):
 
     def __init__(self, scheduler, on_message, on_gone, *, high_water=10_000,
                  max_message=codec.DEFAULT_MAX_MESSAGE, max_frames=codec.DEFAULT_MAX_FRAMES,
-                 traffic=None):
+                 traffic=None, mechanism=codec.NULL, login=None):
         self.scheduler = scheduler
+        self.mechanism = mechanism       # NULL, or PLAIN with `login(user, password)`:
+        self.login = login               # a Deferred firing with who it is, or failing
         self.traffic = traffic or DoorTraffic("zmtp", scheduler.seconds)   # admin counters
         self.deliver = on_message
         self.on_gone = on_gone

@@ -18,8 +18,9 @@ from mqksbridge.bridge.names import to_name, to_wire
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
-from mqksbridge.core import Client, Consumer
+from mqksbridge.core import Client, Consumer, Denied
 from mqksbridge.core.cache import bounded
+from mqksbridge.core.permissions import BROKER, MANAGE, QUEUE, check
 from mqksbridge.protocols.mqks.errors import MqksProtocolError
 from mqksbridge.protocols.mqks.framing import LineFramer, LineTooLong
 from mqksbridge.protocols.mqks.masks import apply_rebind
@@ -75,8 +76,9 @@ class MqksDoor:
     """Door-wide state: the consumer registry (ids are global across connections)."""
 
     def __init__(self, broker, scheduler, stream="mqks", max_line=1 << 20,
-                 high_water=1 << 20, max_event=1024):
+                 high_water=1 << 20, max_event=1024, security=None):
         self.broker = broker
+        self.security = security if security is not None and security.enabled else None
         self.traffic = DoorTraffic(DOOR, broker.clock.now)
         self.scheduler = scheduler
         self.stream = broker.stream(stream)
@@ -112,7 +114,9 @@ class MqksDoor:
             if handler is None:
                 raise MqksError("unknown action %r" % action)
             handler(conn, req_id, data, confirm)
-        except (MqksProtocolError, EvalError, MqksError) as exc:
+        except (MqksProtocolError, EvalError, MqksError, Denied) as exc:
+            if isinstance(exc, Denied):
+                self.security.refused(DOOR, "denied", conn.client.id, str(exc))
             self.fail(conn, req_id, exc, line)
         except Exception as exc:  # a bug must cost one request, not the broker
             log.failure("mqks request failed: {line!r}", line=line)
@@ -142,7 +146,12 @@ class MqksDoor:
                 return False
             subject = self._subject(event)
         client = conn.client
-        self._route(_message(req_id, subject, body, client.id, event), client)
+        try:
+            self._route(_message(req_id, subject, body, client.id, event), client)
+        except Denied as exc:                # only a guarded stream raises it
+            self.security.refused(DOOR, "denied", client.id, str(exc))
+            self.fail(conn, req_id, exc, event[:200])
+            return False
 
     def consume(self, conn, cid, data, confirm):
         queue_raw, replace, add, when_unused, manual_ack = parse_consume(data)
@@ -157,7 +166,9 @@ class MqksDoor:
                             tag=Outlet(cid, conn))
         events = self._events(name)
         new_events = apply_rebind(events, replace=replace, add=add)
-        bindings_changed = self.stream.set_bindings(name, map(to_name, new_events))
+        if conn.client.principal is not None:      # before anything changes (or is confirmed)
+            conn.client.principal.check_consumer(conn.client, name)
+        bindings_changed = self.stream.set_bindings(name, map(to_name, new_events), conn.client)
         if queue is None:
             queue = self.broker.queue(name)
         if setting_changed:
@@ -176,7 +187,7 @@ class MqksDoor:
         queue_raw, replace, remove, masks, add = parse_rebind(data)
         name = to_name(queue_raw)
         new_events = apply_rebind(self._events(name), replace, remove, masks, add)
-        if self.stream.set_bindings(name, map(to_name, new_events)):
+        if self.stream.set_bindings(name, map(to_name, new_events), conn.client):
             queue = self.broker.queues.get(name)
             if queue is not None:
                 self._send_updates(queue_raw, new_events, queue.when_unused, queue.consumers)
@@ -185,13 +196,21 @@ class MqksDoor:
 
     def ack(self, conn, req_id, data, confirm):
         cid, msg_id = parse_ack(data)
-        if confirm and cid in self.consumers:
+        if confirm and self._consumer(conn, cid) is not None:
             conn.write(ok(req_id))
-        self.ack_plain(cid, b"--all" if msg_id is None else msg_id)
+        self.ack_plain(cid, b"--all" if msg_id is None else msg_id, conn)
 
-    def ack_plain(self, cid, msg_id):
-        """Ack one message (or `--all`); unknown consumers are ignored silently."""
+    def _consumer(self, conn, cid):
+        """The consumer `cid`; with users, only one of this connection's own (another
+        client's consumer is as unknown: ids are global in MQKS)."""
         consumer = self.consumers.get(cid)
+        if consumer is not None and self.security is not None and consumer.client is not conn.client:
+            return None
+        return consumer
+
+    def ack_plain(self, cid, msg_id, conn):
+        """Ack one message (or `--all`); unknown consumers are ignored silently."""
+        consumer = self._consumer(conn, cid)
         if consumer is None:
             return
         if msg_id == b"--all":
@@ -201,7 +220,7 @@ class MqksDoor:
 
     def reject(self, conn, req_id, data, confirm):
         cid, msg_id = parse_ack(data)
-        consumer = self.consumers.get(cid)
+        consumer = self._consumer(conn, cid)
         if consumer is None:
             return
         if confirm:
@@ -214,15 +233,17 @@ class MqksDoor:
     def delete_consumer(self, conn, req_id, cid, confirm):
         """Confirm first: as with reject, the original queued `ok ` before any other
         consumer picked up the requeued messages, and our requeue delivers at once."""
-        consumer = self.consumers.pop(cid, None)
+        consumer = self._consumer(conn, cid)
         if consumer is None:
             return
+        del self.consumers[cid]
         if confirm:
             conn.write(ok(req_id))
         self.broker.remove_consumer(consumer)
 
     def delete_queue(self, conn, req_id, queue_raw, confirm):
         name = to_name(queue_raw)
+        check(conn.client, MANAGE, QUEUE, name)
         queue = self.broker.queues.get(name)
         if self.stream.set_bindings(name, ()) and queue is not None:
             self._send_updates(queue_raw, (), queue.when_unused, queue.consumers)
@@ -235,6 +256,7 @@ class MqksDoor:
 
     def eval(self, conn, req_id, data, confirm):
         expression = parse_eval(data)
+        check(conn.client, MANAGE, BROKER, "")      # it shows every client of every door
         conn.write(ok(req_id, eval_reply(expression, eval_names(self, conn))))
 
     # -- helpers -------------------------------------------------------------------------
@@ -295,6 +317,27 @@ class MqksConnection(protocol.Protocol):
         self.traffic = self.door.traffic.open(address, self.transport, self.outbox, self.goodbye,
                                               self.input)
         self.traffic.client = self.client
+        self.identified = self.door.security is None
+
+    def identify(self):
+        """With users: who this client is, known once its first bytes came (a TLS
+        handshake is over by then): a client certificate's user, else its listener's
+        user, else the anonymous one; refused (error line, closed) when none."""
+        security = self.door.security
+        principal = security.certificate(self.transport)
+        if principal is None:
+            user = getattr(getattr(self, "factory", None), "user", None)
+            principal = security.user(user) if user else security.anonymous()
+        if principal is None or not security.admit(principal):
+            reason = "anonymous" if principal is None else "limit"
+            security.refused(DOOR, reason, self.client.address)
+            self.identified = None
+            self.write(error(None, error_id()))
+            self.goodbye()
+            return False
+        self.client.principal = principal
+        self.identified = True
+        return True
 
     def goodbye(self):
         """MQKS has no goodbye line: what is pending goes out, then the socket closes."""
@@ -302,6 +345,8 @@ class MqksConnection(protocol.Protocol):
         self.transport.loseConnection()
 
     def dataReceived(self, data):
+        if not self.identified and (self.identified is None or not self.identify()):
+            return
         self.traffic.bytes_in += len(data)
         too_long = False
         try:
@@ -335,7 +380,7 @@ class MqksConnection(protocol.Protocol):
                     published += 1
                     publish(self, parts[0], parts[2], parts[3])
                 else:
-                    ack(parts[2], parts[3])
+                    ack(parts[2], parts[3], self)
         finally:
             self.traffic.messages_in += published
         if too_long:
@@ -354,16 +399,21 @@ class MqksConnection(protocol.Protocol):
         self.outbox.closed = True
         self.door.connections.discard(self)
         door = self.door
-        each(log, "mqks connection lost", (lambda: door.traffic.close(self.traffic),
-                                           lambda: door.disconnected(self)))
+        steps = [lambda: door.traffic.close(self.traffic), lambda: door.disconnected(self)]
+        if door.security is not None and self.identified:
+            steps.append(lambda: door.security.release(self.client.principal))
+        each(log, "mqks connection lost", steps)
 
 
-def build(config, broker, scheduler, reactor, clock):
+def build(config, broker, scheduler, reactor, clock, security=None):
     """The MQKS door and one listener per configured endpoint (its timers are the core's:
-    delete-when-unused)."""
+    delete-when-unused); with users, each listener's clients act as its `listen_users`
+    entry unless a client certificate names another user."""
     settings = config["mqks"]
     door = MqksDoor(broker, scheduler, stream=settings["stream"],
                     max_line=settings["max_line"], high_water=settings["high_water"],
-                    max_event=int(settings["max_event"]))
-    factory = DoorFactory(MqksConnection, door)
-    return door, [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
+                    max_event=int(settings["max_event"]), security=security)
+    users = settings["listen_users"]
+    return door, [ListenerService(reactor, endpoint,
+                                  DoorFactory(MqksConnection, door, users.get(endpoint)))
+                  for endpoint in settings["listen"]]

@@ -19,6 +19,7 @@ from twisted.application import service
 from twisted.logger import Logger
 
 from mqksbridge.bridge.clock import periodic
+from mqksbridge.bridge.security.users import UsersError
 from mqksbridge.bridge.textqueue import targets
 from mqksbridge.bridge.textqueue.inbox import InboxDir
 from mqksbridge.bridge.textqueue.outbox import OutboxDir, OutboxFile
@@ -32,6 +33,7 @@ log = Logger(namespace="mqksbridge.textqueue")
 class TextQueueDoor(service.Service):
     """The door: its directories and files, one step per dirty file per reactor turn
     (`reactor`: callLater(0), and inotify), a poll on `clock`."""
+    principal = None                 # who its files act as (build; core.permissions)
 
     def __init__(self, broker, scheduler, reactor, settings, clock=None):
         self.broker = broker
@@ -187,11 +189,16 @@ class TextQueueDoor(service.Service):
         return None
 
 
-def build(config, broker, scheduler, reactor, clock=None):
+def build(config, broker, scheduler, reactor, clock=None, security=None):
     """The TextQueue door (a service: it has no listener) and, when it has directories or
-    files, its poll."""
+    files, its poll. With users, its files act as `textqueue.user` (none: the operator's
+    files are trusted, docs/security.md)."""
     settings = config["textqueue"]
     door = TextQueueDoor(broker, scheduler, reactor, settings, clock)
+    if security is not None and security.enabled and settings["user"]:
+        door.principal = security.user(settings["user"])
+        if door.principal is None:
+            raise UsersError(f"textqueue.user {settings['user']!r} is not in the users file")
     if not door.configured:
         return door, [door]
     return door, [door, periodic(float(settings["poll_interval"]), door.poll, door.clock,

@@ -70,7 +70,7 @@ class InboxFile:
         self.published = self.refused = self.lock_busy = 0
         self._logged = 0
         client = self.client = Client(f"textqueue:{path}", DOOR, name=self.name,
-                                      type="textqueue", address=path)
+                                      type="textqueue", address=path, principal=door.principal)
         door.broker.connect(client)
         self.traffic = door.traffic.open(path, self, None, self.goodbye)
         self.traffic.client = client

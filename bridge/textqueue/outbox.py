@@ -89,7 +89,7 @@ class OutboxFile:
         self.polls = self.acked = self.rejected = 0
         name = os.path.basename(path)
         client = self.client = Client(f"textqueue:{path}", DOOR, name=name, type="textqueue",
-                                      address=path)
+                                      address=path, principal=door.principal)
         door.broker.connect(client)
         self.traffic = door.traffic.open(path, self, self, self.goodbye)
         self.traffic.client = client

@@ -49,7 +49,7 @@ class TwinoDirect:
                              encode(frame), DIRECT, self.door.clock())
         message.tracker = frame.message_id or ""
         for mailbox in mailboxes:
-            mailbox.send(message)
+            mailbox.send(message, conn.client)
         return message
 
     def send(self, conn, frame):

@@ -6,6 +6,8 @@ client sees and where we deliberately differ from a 3.7.2 server. The work is sp
 queues (data path), ops (operations 601-663), direct (client to client), events
 (subscriptions), routers (0x17 and bindings).
 """
+import sys
+
 from twisted.internet import protocol
 from twisted.logger import Logger
 
@@ -15,6 +17,7 @@ from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
 from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.bridge.security import LoginFailed
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.bridge.twino.direct import DIRECT, MAX_PENDING, TwinoDirect
 from mqksbridge.bridge.twino.events import TwinoEvents
@@ -22,9 +25,10 @@ from mqksbridge.bridge.twino.ops import TwinoOperations
 from mqksbridge.bridge.twino.queues import TwinoQueues
 from mqksbridge.bridge.twino.routers import TwinoRouters
 from mqksbridge.core import Client
+from mqksbridge.core.permissions import CONSUME, MAILBOX, Denied
 from mqksbridge.protocols.twino.codec import (
     PING_BYTES, PONG_BYTES, QUEUE_MESSAGE, Frame, MessageType, ResultCode, TwinoProtocolError,
-    encode, new_id,
+    encode, new_id, server_ack,
 )
 from mqksbridge.protocols.twino.handshake import (
     FrameReceived, Hello, PingReceived, ProtocolError, TwinoServerConnection,
@@ -36,6 +40,7 @@ log = Logger(namespace="mqksbridge.twino")
 
 class TwinoDoor:
     """Door-wide state: settings, live connections, the keep-alive sweep, frame dispatch."""
+    security = None                  # bridge.security with users (build), else no checks
 
     def __init__(self, broker, scheduler, clock, settings):
         self.broker = broker
@@ -67,25 +72,68 @@ class TwinoDoor:
 
     # -- handshake ----------------------------------------------------------------------------
     def hello(self, conn, hello):
-        """Accept (echo + 202) or refuse (echo + 401/503, then close) a hello."""
+        """Accept (echo + 202) or refuse (echo + 401/503, then close) a hello. With users,
+        `Client-Token: USER:PASSWORD` logs in (checked in a worker thread: the connection
+        reads nothing more meanwhile), and a hello without a token is [anonymous]."""
         token = self.settings["token"]
-        wanted = hello.client_id
         if token and hello.token != token:
             return conn.refuse(ResultCode.UNAUTHORIZED, "bad token")
+        security = self.security
+        if security is None:
+            return self._accept(conn, hello, None)
+        if not hello.token:
+            principal = security.anonymous()
+            if principal is None:
+                security.refused(DOOR, "anonymous", conn.client.address)
+                return conn.refuse(ResultCode.UNAUTHORIZED, "authentication required")
+            return self._accept(conn, hello, principal)
+        user, _, password = hello.token.partition(":")
+        conn.hold()
+        security.login(user, password).addCallbacks(
+            lambda principal: self._logged_in(conn, hello, principal),
+            lambda failure: self._login_failed(conn, failure))
+
+    def _logged_in(self, conn, hello, principal):
+        if conn.connected:
+            self._accept(conn, hello, principal)
+            conn.release()
+
+    def _login_failed(self, conn, failure):
+        failure.trap(LoginFailed)
+        self.security.refused(DOOR, "login", conn.client.address, failure.value.reason)
+        if conn.connected:
+            conn.refuse(ResultCode.UNAUTHORIZED, "login failed")
+
+    def _accept(self, conn, hello, principal):
+        wanted = hello.client_id
+        if principal is not None:
+            if wanted and not principal.allows(CONSUME, MAILBOX, wanted):
+                self.security.refused(DOOR, "denied", conn.client.address, wanted)
+                return conn.refuse(ResultCode.UNAUTHORIZED, f"may not be {wanted!r}")
+            if not self.security.admit(principal):
+                self.security.refused(DOOR, "limit", conn.client.address, principal.user)
+                return conn.refuse(ResultCode.LIMIT_EXCEEDED, "max_connections reached")
         if wanted and len(wanted.encode()) > 255:
             return conn.refuse(ResultCode.BAD_REQUEST, "client id longer than 255 bytes")
         if wanted and wanted in self.broker.clients:
             return conn.refuse(ResultCode.BUSY, f"client id {wanted!r} is in use")
+        mailbox = self.broker.mailboxes.get(wanted) if wanted else None
+        if mailbox is not None and mailbox.owner is not None:   # a Malamute address
+            return conn.refuse(ResultCode.BUSY, f"client id {wanted!r} is a live "
+                                                f"{mailbox.owner.door} client's mailbox")
         data = conn.hs.accept()
         client = conn.client
         client.id = conn.hs.client_id
         client.name = hello.name or ""
         client.type = hello.type or ""
+        client.principal = principal
+        conn.admitted = principal
         client.attrs["twino"] = conn
         conn.decoder = conn.hs.decoder
         conn.write(data)
         self.broker.connect(client)
-        self.broker.mailbox(client.id).attach(client, self.mailbox_deliver)
+        self.broker.mailbox(client.id).attach(client, self.mailbox_deliver,
+                                              assigned=not wanted)
 
     def mailbox_deliver(self, mailbox, message):
         conn = mailbox.owner.attrs["twino"]
@@ -101,6 +149,12 @@ class TwinoDoor:
     def failed(self, conn, frame):
         """A frame whose handling raised: logged, answered 500 if awaited, connection kept
         (upstream drops the connection: B6)."""
+        if isinstance(sys.exc_info()[1], Denied):   # a user's rules: nack, else 401
+            self.security.refused(DOOR, "denied", conn.client.id, str(sys.exc_info()[1]))
+            if frame.pending_ack and frame.message_id:
+                return conn.write(encode(server_ack(frame.message_id, frame.target,
+                                                    frame.content_type, "unauthorized")))
+            return self.ops.answer(conn, frame, ResultCode.UNAUTHORIZED)
         log.failure("twino {type:#x} frame from {client} failed", type=frame.type,
                     client=conn.client.id)
         self.ops.answer(conn, frame, ResultCode.INTERNAL_SERVER_ERROR)
@@ -108,6 +162,8 @@ class TwinoDoor:
     def disconnected(self, conn):
         """Every step runs even when one raises (bridge.guard)."""
         self.connections.discard(conn)
+        if conn.admitted is not None:
+            self.security.release(conn.admitted)
         client = conn.client
         registered = client.id is not None and self.broker.clients.get(client.id) is client
         each(log, "twino disconnect", (
@@ -153,6 +209,23 @@ class TwinoConnection(protocol.Protocol):
         self.aliases = {}            # wire id -> core id, for foreign ids Twino cannot carry
         self.requests = {}           # ids of direct requests sent to other doors' clients
         self.ping_sent = None
+        self.admitted = None         # the principal counted for max_connections
+        self.held = None             # while a login is checked: [events left, data read]
+
+    def hold(self):
+        """A login is being checked: what comes meanwhile waits (reading is paused)."""
+        self.held = [[], []]
+        self.transport.pauseProducing()
+
+    def release(self):
+        """The login is decided and accepted: what waited is handled, in order."""
+        events, data = self.held
+        self.held = None
+        self.transport.resumeProducing()
+        self._events(events)
+        for chunk in data:
+            if self.connected:
+                self.dataReceived(chunk)
 
     def connectionMade(self):
         door = self.door
@@ -174,6 +247,9 @@ class TwinoConnection(protocol.Protocol):
         self.traffic.client = self.client
 
     def dataReceived(self, data):
+        if self.held is not None:
+            self.held[1].append(data)
+            return
         door = self.door
         self.traffic.bytes_in += len(data)
         self.last_seen = door.clock()
@@ -230,11 +306,17 @@ class TwinoConnection(protocol.Protocol):
             self._serve(frames, error)
 
     def _handshake(self, data):
-        for event in self.hs.receive_data(data):
+        self._events(self.hs.receive_data(data))
+
+    def _events(self, events):
+        for i, event in enumerate(events):
             if not self.connected:
                 return
             if isinstance(event, Hello):
                 self.door.hello(self, event)
+                if self.held is not None:    # a login is being checked
+                    self.held[0] = events[i + 1:]
+                    return
             elif isinstance(event, FrameReceived):
                 handler = self.door.handlers.get(event.frame.type)
                 if handler is not None:
@@ -297,10 +379,11 @@ class TwinoConnection(protocol.Protocol):
         self.client.attrs.pop("twino", None)
 
 
-def build(config, broker, scheduler, reactor, clock):
+def build(config, broker, scheduler, reactor, clock, security=None):
     """The Twino door, one listener per configured endpoint, and its keep-alive sweep."""
     settings = config["twino"]
     door = TwinoDoor(broker, scheduler, clock, settings)
+    door.security = security if security is not None and security.enabled else None
     factory = DoorFactory(TwinoConnection, door)
     services = [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
     return door, services + [periodic(settings["check_interval"], door.sweep, clock,

@@ -5,6 +5,7 @@ Where 3.7.2 stays silent (an existing channel, a queue the channel refuses) or f
 (610 without Queue-Id, options ignored in an existing channel, a bad channel name dropping
 the connection) we answer with a code instead; specs/twino.md lists each case.
 """
+from mqksbridge.core.permissions import BROKER, MANAGE, Denied, permits
 from mqksbridge.protocols.twino.codec import (ContentType, Header, ResultCode,
                                               TwinoProtocolError, encode, queue_id_of, response)
 from mqksbridge.protocols.twino.models import (
@@ -58,12 +59,15 @@ class TwinoOperations:
         operation = self.table.get(frame.content_type)
         if operation is None:
             return                       # unknown operations are ignored, as upstream
-        if frame.content_type not in OPEN_OPERATIONS and not self.door.settings["allow_admin"]:
+        if frame.content_type not in OPEN_OPERATIONS and not (
+                self.door.settings["allow_admin"] and permits(conn.client, MANAGE, BROKER, "")):
             return self.answer(conn, frame, ResultCode.UNAUTHORIZED)
         try:
             result = operation(conn, frame)
         except TwinoProtocolError:       # unreadable options JSON
             result = ResultCode.BAD_REQUEST
+        except Denied:                   # a user's rules (docs/security.md)
+            result = ResultCode.UNAUTHORIZED
         if result is not None:
             code, content = result if isinstance(result, tuple) else (result, b"")
             self.answer(conn, frame, code, content)
@@ -146,7 +150,9 @@ class TwinoOperations:
         return client_information(
             id=client.id, name=client.name or None, type=client.type or None,
             online=_ms(self.door.clock() - client.connected_at),
-            is_authenticated=bool(self.door.settings["token"]) and client.door == "twino")
+            is_authenticated=client.door == "twino" and (
+                bool(self.door.settings["token"]) or (client.principal is not None
+                                                      and not client.principal.anonymous)))
 
     def channel_consumers(self, conn, frame):
         channel = self.broker.channels.get(frame.target or "")

@@ -160,7 +160,7 @@ class TwinoRouters:
         message = from_frame(direct, message_id, conn.client.id, binding["target"],
                              encode(direct), DIRECT, self.door.clock())
         for mailbox in mailboxes:
-            mailbox.send(message)
+            mailbox.send(message, conn.client)
         return 1
 
     def _tagged(self, conn, frame, message_id, binding):

@@ -6,7 +6,9 @@ turn's output to a peer is one write, where libzmq costs several C calls per fra
 each side plus an I/O thread. Clients still use libzmq (libmlm, pyzmq): to them this is a
 ROUTER socket.
 
-Scope: the NULL mechanism (what Malamute clients use), ZMTP 3.0 and 3.1 peers, the 3.1
+Scope: the NULL mechanism (what Malamute clients use) and, on request, PLAIN (RFC 24: the
+caller checks the credentials of a `PlainHello` and answers `welcome()` or `deny()`, as a
+ZAP handler would), ZMTP 3.0 and 3.1 peers, the 3.1
 PING/PONG heartbeat commands. Older peers (ZMTP 1.0/2.0, libzmq before 4.0) and other
 mechanisms are refused with a clear reason, as are malformed frames and messages over
 the size limit; the caller then closes the connection (after an ERROR command once the
@@ -26,6 +28,9 @@ GREETING_SIZE = 64
 # The padding holds "identity size + 1" for ZMTP 1.0 peers, as libzmq writes it.
 GREETING = (b"\xff" + b"\x00" * 7 + b"\x01\x7f" + b"\x03\x01" + b"NULL".ljust(20, b"\x00")
             + b"\x00" + b"\x00" * 31)
+# The same with mechanism PLAIN and as-server 1 (a PLAIN server sends no READY up front).
+PLAIN_GREETING = (GREETING[:12] + b"PLAIN".ljust(20, b"\x00") + b"\x01" + b"\x00" * 31)
+NULL, PLAIN = b"NULL", b"PLAIN"
 PEERS_OF = {"ROUTER": frozenset({"DEALER", "REQ", "ROUTER"}),    # RFC 28 compatible types
             "DEALER": frozenset({"DEALER", "REP", "ROUTER"})}
 DEFAULT_MAX_MESSAGE = 64 << 20
@@ -57,6 +62,13 @@ class Ready:
     socket_type: str
     identity: bytes
     properties: dict
+
+
+@dataclass(frozen=True)
+class PlainHello:
+    """A PLAIN client's HELLO (RFC 24): answer with `welcome()` or `deny()`."""
+    username: bytes
+    password: bytes
 
 
 @dataclass(frozen=True)
@@ -156,18 +168,19 @@ def parse_metadata(data):
     return props
 
 
-def check_greeting(greeting):
-    """ZmtpError unless the peer's 64 bytes are a ZMTP 3.x NULL greeting. A shorter
-    prefix is checked as far as it goes (a ZMTP 1.0/2.0 peer never sends 64 bytes)."""
+def check_greeting(greeting, mechanism=NULL):
+    """ZmtpError unless the peer's 64 bytes are a ZMTP 3.x greeting of our mechanism. A
+    shorter prefix is checked as far as it goes (a ZMTP 1.0/2.0 peer never sends 64 bytes)."""
     n = len(greeting)
     if n and greeting[0] != 0xFF or n > 9 and not greeting[9] & 1:
         raise ZmtpError("not a ZMTP 3 peer (unversioned greeting)")
     if n > 10 and greeting[10] < 3:
         minor = greeting[11] if n > 11 else 0
         raise ZmtpError(f"ZMTP {greeting[10]}.{minor} is not supported (need 3.x)")
-    mechanism = bytes(greeting[12:32]).rstrip(b"\x00")
-    if n >= 32 and mechanism != b"NULL":
-        raise ZmtpError(f"security mechanism {mechanism!r} is not supported (only NULL)")
+    theirs = bytes(greeting[12:32]).rstrip(b"\x00")
+    if n >= 32 and theirs != mechanism:
+        raise ZmtpError(f"security mechanism {theirs!r} is not supported "
+                        f"(only {mechanism.decode()})")
 
 
 class Connection:
@@ -179,15 +192,17 @@ class Connection:
     tail is buffered, and a large frame arriving piecewise is not rescanned.
     """
 
-    __slots__ = ("socket_type", "max_message", "max_frames", "state", "events", "_buf",
-                 "_need", "_parts", "_size")
+    __slots__ = ("socket_type", "max_message", "max_frames", "mechanism", "state", "events",
+                 "_buf", "_need", "_parts", "_size")
 
     def __init__(self, socket_type="ROUTER", max_message=DEFAULT_MAX_MESSAGE,
-                 max_frames=DEFAULT_MAX_FRAMES):
+                 max_frames=DEFAULT_MAX_FRAMES, mechanism=NULL):
         self.socket_type = socket_type
         self.max_message = max_message   # bytes: bodies plus FRAME_COST per frame
         self.max_frames = max_frames     # frames per message
-        self.state = "greeting"          # -> "handshake" -> "traffic" (-> "closed")
+        self.mechanism = mechanism
+        self.state = "greeting"          # -> "handshake" -> "traffic" (-> "closed"); PLAIN:
+        #                                  "hello" -> "authenticating" -> "initiate" -> ...
         self.events = []                 # Ready, Ping, PeerError not yet taken by the caller
         self._buf = bytearray()
         self._need = GREETING_SIZE       # bytes wanted before parsing is worth trying
@@ -195,7 +210,26 @@ class Connection:
         self._size = 0                   # their total size (with FRAME_COST each)
 
     def preamble(self):
+        if self.mechanism == PLAIN:
+            return PLAIN_GREETING
         return GREETING + ready(self.socket_type)
+
+    def welcome(self):
+        """PLAIN: the credentials are good (WELCOME); the peer's INITIATE comes next."""
+        if self.state != "authenticating":
+            raise ZmtpError(f"WELCOME while {self.state}")
+        self.state = "initiate"
+        return command(b"WELCOME")
+
+    def deny(self, status="400"):
+        """PLAIN: the credentials are bad. What libzmq's ZAP gives the peer: ERROR with the
+        ZAP status code as its reason; the caller then closes the connection."""
+        self.state = "closed"
+        return error(status)
+
+    def ready_reply(self):
+        """What to send once the peer is Ready: PLAIN's READY (NULL sent ours up front)."""
+        return ready(self.socket_type) if self.mechanism == PLAIN else b""
 
     def receive_data(self, data):
         """The messages (lists of frames) completed by `data`; events go to `events`.
@@ -204,7 +238,7 @@ class Connection:
         if len(buf) + len(data) < self._need:
             buf += data
             if self.state == "greeting":
-                check_greeting(buf)
+                check_greeting(buf, self.mechanism)
             return []
         if buf:
             buf += data
@@ -216,8 +250,8 @@ class Connection:
         pos = 0
         try:
             if self.state == "greeting":
-                check_greeting(src[:GREETING_SIZE])
-                self.state = "handshake"
+                check_greeting(src[:GREETING_SIZE], self.mechanism)
+                self.state = "hello" if self.mechanism == PLAIN else "handshake"
                 pos = GREETING_SIZE
             pos = self._frames(src, pos, out)
         except ZmtpError:
@@ -319,6 +353,17 @@ class Connection:
             if name != b"READY":
                 raise ZmtpError(f"expected READY, got {name!r}")
             return self._ready(data)
+        if self.state == "hello":
+            if name != b"HELLO":
+                raise ZmtpError(f"expected HELLO, got {name!r}")
+            self.state = "authenticating"
+            return _plain_hello(data)
+        if self.state == "authenticating":
+            raise ZmtpError(f"{name!r} before WELCOME")
+        if self.state == "initiate":
+            if name != b"INITIATE":
+                raise ZmtpError(f"expected INITIATE, got {name!r}")
+            return self._ready(data)
         if name == b"PING":
             if len(data) < 2 or len(data) > 18:
                 raise ZmtpError("malformed PING")
@@ -338,3 +383,11 @@ class Connection:
                             f"{self.socket_type}")
         self.state = "traffic"
         return Ready(socket_type, props.get("identity", b""), props)
+
+
+def _plain_hello(data):
+    """HELLO's body: username and password, each with a one-byte size (RFC 24)."""
+    if not data or len(data) < 2 + data[0] or len(data) != 2 + data[0] + data[1 + data[0]]:
+        raise ZmtpError("malformed HELLO")
+    n = data[0]
+    return PlainHello(bytes(data[1:1 + n]), bytes(data[2 + n:]))

@@ -1,0 +1,109 @@
+"""The objects of a broker with users: each put, publish and send is checked against the
+principal of the client that made it (core.permissions), before anything changes, and
+a principal's per-connection limit on unsettled deliveries is kept.
+
+A broker without users makes plain Queues, Streams and Mailboxes, so the checks cost it
+nothing at all; a broker with users makes these instead (Broker(guarded=True)). A client
+without a principal, or no client (the broker's own moves, stream routing), is not
+checked: what a stream hands on to its queues and readers was checked at the stream.
+
+Unsettled deliveries (`max_unacked`, per connection): every manual-ack delivery of a
+guarded queue to a client of a limited principal is counted on the client; at the limit
+its manual-ack consumers without credit of their own get credit 0 (they take nothing
+more: the queue keeps the messages for others or for later), and get it back (None) once
+a settlement takes the count below the limit. Consumers with their own credit (a
+TextQueue outbox, a Malamute CREDIT) are bounded by that already.
+"""
+from mqksbridge.core.mailbox import Mailbox
+from mqksbridge.core.permissions import MAILBOX, PUBLISH, QUEUE
+from mqksbridge.core.queue import Queue
+from mqksbridge.core.stream import Stream
+
+UNACKED = "core.unacked"             # client.attrs: [count, the consumers it holds back]
+
+
+class GuardedQueue(Queue):
+    def put_message(self, message, observer=None, publisher=None):
+        """Queue.put_message, for a publisher allowed to publish here (else Denied)."""
+        if publisher is not None:
+            principal = publisher.principal
+            if principal is not None:
+                principal.check(PUBLISH, QUEUE, self.name)
+                principal.check_size(message)
+        return Queue.put_message(self, message, observer, publisher)
+
+    # -- max_unacked -------------------------------------------------------------------------
+    def _hand(self, c, entry):
+        Queue._hand(self, c, entry)
+        if c.manual_ack:
+            _count(c, 1)
+
+    def _track(self, c, entry):
+        Queue._track(self, c, entry)
+        if c.manual_ack:
+            _count(c, 1)
+
+    def settled(self, consumer, entry):
+        Queue.settled(self, consumer, entry)
+        if consumer.manual_ack:
+            _count(consumer, -1)
+
+    def returned(self, consumer, entry):
+        if consumer.manual_ack:
+            _count(consumer, -1)
+        Queue.returned(self, consumer, entry)
+
+    def _detach(self, consumer):
+        unacked = Queue._detach(self, consumer)
+        if unacked and consumer.manual_ack:
+            _count(consumer, -len(unacked))
+        return unacked
+
+
+def _count(consumer, delta):
+    """Keep the client's unsettled count; hold its consumers back at max_unacked."""
+    client = consumer.client
+    principal = client.principal
+    if principal is None or principal.max_unacked is None:
+        return
+    state = client.attrs.get(UNACKED)
+    if state is None:
+        state = client.attrs[UNACKED] = [0, []]
+    state[0] += delta
+    limit = principal.max_unacked
+    if delta > 0:
+        if state[0] >= limit:
+            for c in client.consumers.values():
+                if c.manual_ack and c.credit is None:
+                    c.credit = 0
+                    state[1].append(c)
+    elif state[0] < limit and state[1]:
+        held, state[1] = state[1], []
+        for c in held:
+            if c.credit == 0:
+                c.credit = None
+        for c in held:
+            if c.queue is not None:
+                c.queue.dispatch()
+
+
+class GuardedStream(Stream):
+    def publish(self, message, publisher=None):
+        """Stream.publish, for a publisher allowed this subject here (else Denied)."""
+        if publisher is not None:
+            principal = publisher.principal
+            if principal is not None:
+                principal.check_subject(PUBLISH, self.name, message.subject)
+                principal.check_size(message)
+        return Stream.publish(self, message, publisher)
+
+
+class GuardedMailbox(Mailbox):
+    def send(self, message, sender=None):
+        """Mailbox.send, for a sender allowed to send here (else Denied)."""
+        if sender is not None:
+            principal = sender.principal
+            if principal is not None:
+                principal.check(PUBLISH, MAILBOX, self.name)
+                principal.check_size(message)
+        return Mailbox.send(self, message, sender)
