@@ -30,6 +30,7 @@ DEFAULTS = {
         "max_line": 1 << 20,         # longer request lines: error reply, connection closed
         "high_water": 1024 * 1024,   # pending output bytes before a consumer is paused (see docs)
         "max_event": 1024,           # longer events are refused with an error (docs/limits.md)
+        "max_connections": 10_000,   # more at once: an error line and the close (0: no limit)
     },
     "malamute": {
         "listen": ["tcp://*:9999"],  # ZeroMQ endpoints (tcp://, ipc://), repeatable
@@ -42,6 +43,8 @@ DEFAULTS = {
         "max_subscriptions": 1000,   # stream reads + service offers per session; then ERROR 300
         "max_pattern": 255,          # bytes of a STREAM-READ/SERVICE-OFFER pattern; then ERROR 300
         "max_subject": 1024,         # subject bytes patterns (bar plain text) are tried on
+        "max_connections": 10_000,   # more at once: ZMTP ERROR and the close (0: no limit)
+        "handshake_timeout": 10.0,   # seconds a connection has for the ZMTP greeting and OPEN
     },
     "twino": {
         "listen": ["tcp:22200"],     # Twisted endpoint strings
@@ -51,6 +54,7 @@ DEFAULTS = {
         "ping_interval": 120.0,      # idle seconds before the server PINGs a client
         "ping_timeout": 10.0,        # seconds a PINGed client has to show any traffic
         "handshake_timeout": 10.0,   # seconds to send protocol bytes and hello
+        "max_connections": 10_000,   # more at once: answered 503 and closed (0: no limit)
         "check_interval": 1.0,       # one sweep over every connection for the three above
         "token": "",                 # when set, hellos must carry this Client-Token (else 401)
         "allow_admin": True,         # false: admin operations (604-663) answer 401
@@ -319,6 +323,7 @@ RULES = {
     "mqks.max_line": integer(64, 1 << 30),
     "mqks.high_water": BYTES,
     "mqks.max_event": integer(1, 1 << 20),
+    "mqks.max_connections": integer(0, 1 << 24),
     "malamute.listen": endpoints(zmq_endpoint),
     "malamute.timeout": SECONDS,
     "malamute.check_interval": number(0.001, 3600.0),
@@ -329,6 +334,8 @@ RULES = {
     "malamute.max_subscriptions": integer(1, 1 << 20),
     "malamute.max_pattern": integer(1, 255),
     "malamute.max_subject": integer(255, 1 << 20),
+    "malamute.max_connections": integer(0, 1 << 24),
+    "malamute.handshake_timeout": SECONDS,
     "twino.listen": endpoints(twisted_endpoint),
     "twino.node": string(nonempty=True),
     "twino.max_frame_size": integer(64, 1 << 40),
@@ -336,6 +343,7 @@ RULES = {
     "twino.ping_interval": SECONDS,
     "twino.ping_timeout": SECONDS,
     "twino.handshake_timeout": SECONDS,
+    "twino.max_connections": integer(0, 1 << 24),
     "twino.check_interval": number(0.001, 3600.0),
     "twino.token": string(),
     "twino.allow_admin": boolean,

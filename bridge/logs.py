@@ -58,3 +58,4 @@ def log_file(twistd_options):
     if name == "-" or (not name and options.get("nodaemon")):
         return sys.stdout
     return logfile.LogFile.fromFullPath(name or "twistd.log")
+

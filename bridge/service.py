@@ -17,6 +17,7 @@ from twisted.python import usage
 from mqksbridge.bridge import admin as admin_endpoint
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.clock import ReactorClock, periodic
+from mqksbridge.bridge.descriptors import DescriptorLimit
 from mqksbridge.bridge.logs import json_observer, log_file
 from mqksbridge.bridge.outbox import FlushScheduler
 from mqksbridge.bridge.shutdown import BridgeService
@@ -148,6 +149,7 @@ def build(config, reactor=None, clock=None):
                     queue_size_limit=configuration.size_limit(settings["queue_size_limit"]),
                     mailbox_size_limit=configuration.size_limit(settings["mailbox_size_limit"]))
     GcTuning(settings["gc_threshold"]).setServiceParent(top)
+    DescriptorLimit().setServiceParent(top)     # before the listeners start
     # Periodic work has one form: bridge/ owns it as TimerServices on the injected clock
     # (bridge.clock.periodic; a step that fails is logged and runs again next time). The
     # core only offers tick(now) methods, and keeps its clock's call_later for rare

@@ -18,6 +18,7 @@ import os
 from twisted.internet import protocol
 from twisted.logger import Logger
 
+from mqksbridge.bridge.listeners import Refused
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.protocols.zmtp import codec
@@ -71,6 +72,7 @@ class ZmtpConnection(protocol.Protocol):
         self.traffic = self.router.traffic.open(
             f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}", self.transport,
             self.outbox, self.goodbye)
+        self.router.unopened[self] = None
         self.outbox.write(self.zmtp.preamble())
 
     def goodbye(self):
@@ -107,11 +109,13 @@ class ZmtpConnection(protocol.Protocol):
                 log.info("zmtp peer closing: {reason}", reason=event.reason)
                 return self.transport.loseConnection()
 
-    def refuse(self, reason):
+    def refuse(self, reason, quiet=False):
         """A protocol violation costs this connection only: ERROR (once the greeting is
-        through), then close."""
+        through), then close. `quiet`: the caller counts and logs it."""
         self.router.refused += 1
-        log.info("zmtp connection refused: {reason}", reason=reason)
+        self.router.unopened.pop(self, None)
+        if not quiet:
+            log.info("zmtp connection refused: {reason}", reason=reason)
         if self.zmtp.state != "greeting":
             self.outbox.write(codec.error(reason))
         self.zmtp.state = "closed"
@@ -122,6 +126,7 @@ class ZmtpConnection(protocol.Protocol):
         if self.outbox is not None:
             self.outbox.closed = True
             self.router.traffic.close(self.traffic)
+        self.router.unopened.pop(self, None)
         self.router.detach(self)
 
 
@@ -137,10 +142,15 @@ class ZmtpRouter(protocol.Factory):
         self.high_water = high_water
         self.max_message = max_message
         self.peers = {}                  # routing id -> ZmtpConnection
+        self.unopened = {}               # connections with no session yet, oldest first
         self._ids = itertools.count(int.from_bytes(os.urandom(4), "big"))
         self.refused = 0                 # connections closed for breaking the protocol
 
     def buildProtocol(self, addr):
+        """Past max_connections: our greeting and ERROR in place of READY (the handshake
+        command ZMTP has for a refusal), then the close."""
+        if not self.traffic.admit():
+            return Refused(codec.GREETING + codec.error("too many connections"))
         return ZmtpConnection(self)
 
     def attach(self, conn, identity):
@@ -177,6 +187,12 @@ class ZmtpRouter(protocol.Factory):
         outbox.write(codec.message(frames))
         return True
 
+    def disconnect(self, rid):
+        """Close a peer's connection once its pending output is out."""
+        conn = self.peers.get(rid)
+        if conn is not None:
+            conn.goodbye()
+
     def busy(self, rid):
         """Whether droppable traffic to this peer should be dropped: its transport is full
         and `high_water` messages already wait behind it."""
@@ -189,6 +205,7 @@ class ZmtpRouter(protocol.Factory):
         connection (publisher flow control, core.flow). Returns the connection's Traffic."""
         conn = self.peers.get(rid)
         if conn is not None:
+            self.unopened.pop(conn, None)
             conn.gate.attach(client)
             client.input = conn.transport
             conn.traffic.client = client

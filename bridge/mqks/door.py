@@ -74,9 +74,9 @@ class MqksDoor:
     """Door-wide state: the consumer registry (ids are global across connections)."""
 
     def __init__(self, broker, scheduler, stream="mqks", max_line=1 << 20,
-                 high_water=1 << 20, max_event=1024):
+                 high_water=1 << 20, max_event=1024, max_connections=0):
         self.broker = broker
-        self.traffic = DoorTraffic(DOOR, broker.clock.now)
+        self.traffic = DoorTraffic(DOOR, broker.clock.now, max_connections)
         self.scheduler = scheduler
         self.stream = broker.stream(stream)
         self._route = self.stream.publish
@@ -278,6 +278,11 @@ class MqksConnection(protocol.Protocol):
     def __init__(self, door):
         self.door = door
 
+    @staticmethod
+    def refusal():
+        """Over max_connections: MQKS has no greeting, so an error line for no request."""
+        return error(None, error_id())
+
     def connectionMade(self):
         peer = self.transport.getPeer()
         address = f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}"
@@ -338,6 +343,7 @@ def build(config, broker, scheduler, reactor, clock):
     settings = config["mqks"]
     door = MqksDoor(broker, scheduler, stream=settings["stream"],
                     max_line=settings["max_line"], high_water=settings["high_water"],
-                    max_event=int(settings["max_event"]))
+                    max_event=int(settings["max_event"]),
+                    max_connections=int(settings["max_connections"]))
     factory = DoorFactory(MqksConnection, door)
     return door, [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
