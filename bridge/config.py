@@ -86,6 +86,8 @@ DEFAULTS = {
     },
     "log": {
         "format": "text",            # text | json (one JSON object per line)
+        "warn_burst": 10,            # warnings logged per connection per warn_interval; the
+        "warn_interval": 60.0,       # rest are counted and the count logged (docs/limits.md)
     },
 }
 
@@ -369,6 +371,8 @@ RULES = {
     "admin.listen": endpoints(twisted_endpoint),
     "admin.sample_interval": number(0.05, 3600.0),
     "log.format": string("text", "json"),
+    "log.warn_burst": integer(1, 1 << 20),
+    "log.warn_interval": SECONDS,
 }
 
 

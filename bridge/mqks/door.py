@@ -15,6 +15,7 @@ from mqksbridge.bridge.convert import mqks as convert
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.names import to_name, to_wire
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
+from mqksbridge.bridge.logs import Repeats
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer
@@ -74,9 +75,11 @@ class MqksDoor:
     """Door-wide state: the consumer registry (ids are global across connections)."""
 
     def __init__(self, broker, scheduler, stream="mqks", max_line=1 << 20,
-                 high_water=1 << 20, max_event=1024, max_connections=0):
+                 high_water=1 << 20, max_event=1024, max_connections=0,
+                 warn_burst=10, warn_interval=60.0):
         self.broker = broker
         self.traffic = DoorTraffic(DOOR, broker.clock.now, max_connections)
+        self.warnings = (warn_burst, warn_interval)   # per connection (bridge.logs.Repeats)
         self.scheduler = scheduler
         self.stream = broker.stream(stream)
         self._route = self.stream.publish
@@ -119,8 +122,9 @@ class MqksDoor:
 
     def fail(self, conn, req_id, reason, line):
         eid = error_id()
-        log.warn("mqks error {eid} from {client}: {reason} in {line!r}", eid=eid.decode(),
-                 client=conn.client.id, reason=str(reason), line=line[:200])
+        conn.warnings.warn(log, conn.client.id, "mqks error {eid} from {client}: {reason} "
+                           "in {line!r}", eid=eid.decode(), client=conn.client.id,
+                           reason=str(reason), line=line[:200])
         conn.write(error(req_id, eid))
 
     # -- actions -----------------------------------------------------------------------
@@ -294,6 +298,7 @@ class MqksConnection(protocol.Protocol):
                              self.door.high_water, convert.deliveries)
         self.write = self.outbox.write
         self.framer = LineFramer(self.door.max_line)
+        self.warnings = Repeats(self.door.broker.clock.now, *self.door.warnings)
         self.door.connections.add(self)
         self.traffic = self.door.traffic.open(address, self.transport, self.outbox, self.goodbye)
         self.traffic.client = self.client
@@ -334,6 +339,7 @@ class MqksConnection(protocol.Protocol):
         self.outbox.closed = True
         self.door.connections.discard(self)
         self.door.traffic.close(self.traffic)
+        self.warnings.flush(log, self.client.id)
         self.door.disconnected(self)
 
 
@@ -344,6 +350,8 @@ def build(config, broker, scheduler, reactor, clock):
     door = MqksDoor(broker, scheduler, stream=settings["stream"],
                     max_line=settings["max_line"], high_water=settings["high_water"],
                     max_event=int(settings["max_event"]),
-                    max_connections=int(settings["max_connections"]))
+                    max_connections=int(settings["max_connections"]),
+                    warn_burst=int(config["log"]["warn_burst"]),
+                    warn_interval=float(config["log"]["warn_interval"]))
     factory = DoorFactory(MqksConnection, door)
     return door, [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
