@@ -44,7 +44,7 @@ DEFAULTS = {
         "max_pattern": 255,          # bytes of a STREAM-READ/SERVICE-OFFER pattern; then ERROR 300
         "max_subject": 1024,         # subject bytes patterns (bar plain text) are tried on
         "max_connections": 10_000,   # more at once: ZMTP ERROR and the close (0: no limit)
-        "handshake_timeout": 10.0,   # seconds a connection has for the ZMTP greeting and OPEN
+        "handshake_timeout": 10.0,   # seconds to the ZMTP greeting and a first command
     },
     "twino": {
         "listen": ["tcp:22200"],     # Twisted endpoint strings

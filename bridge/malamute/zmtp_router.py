@@ -59,6 +59,7 @@ class ZmtpConnection(protocol.Protocol):
     """One peer of the ROUTER."""
 
     rid = None
+    silent = True                        # no message yet (router.unopened)
 
     def __init__(self, router):
         self.router = router
@@ -74,6 +75,12 @@ class ZmtpConnection(protocol.Protocol):
             self.outbox, self.goodbye)
         self.router.unopened[self] = None
         self.outbox.write(self.zmtp.preamble())
+
+    def _spoke(self):
+        """The first message after the handshake: the handshake deadline is met (a client
+        may open its session later, or talk without one and get ERROR 500)."""
+        self.silent = False
+        self.router.unopened.pop(self, None)
 
     def goodbye(self):
         """Malamute has no goodbye command: pending output goes out, then the close."""
@@ -92,6 +99,8 @@ class ZmtpConnection(protocol.Protocol):
         if zmtp.events:
             return self._events(messages)
         if messages:
+            if self.silent:
+                self._spoke()
             self.router.deliver(self.rid, messages)
 
     def _events(self, messages):
@@ -101,6 +110,8 @@ class ZmtpConnection(protocol.Protocol):
             if isinstance(event, Ready) and not self.router.attach(self, event.identity):
                 return self.refuse("routing id already in use")
         if messages:
+            if self.silent:
+                self._spoke()
             self.router.deliver(self.rid, messages)
         for event in events:
             if isinstance(event, Ping):
