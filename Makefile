@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench clean system-packages
+.PHONY: run test bench soak clean system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.zrex_bench
 	$(BIN)/python -m bench.pipeline_bench
 	$(BIN)/python -m bench.textqueue_door
+
+# Minutes of every door under load and hostile clients (bench/soak.py); not part of bench.
+soak: $(STAMP)
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python -m bench.soak
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -39,6 +39,7 @@ DEFAULTS = {
         "high_water": 1024 * 1024,   # pending output bytes before a consumer is paused (see docs)
         "max_event": 1024,           # longer events are refused with an error (docs/limits.md)
         "listen_users": {},          # [mqks.listen_users] endpoint -> the user its clients are
+        "max_connections": 10_000,   # more at once: an error line and the close (0: no limit)
     },
     "malamute": {
         "listen": ["tcp://*:9999"],  # ZeroMQ endpoints (tcp://, ipc://), repeatable
@@ -53,6 +54,8 @@ DEFAULTS = {
         "max_subscriptions": 1000,   # stream reads + service offers per session; then ERROR 300
         "max_pattern": 255,          # bytes of a STREAM-READ/SERVICE-OFFER pattern; then ERROR 300
         "max_subject": 1024,         # subject bytes patterns (bar plain text) are tried on
+        "max_connections": 10_000,   # more at once: ZMTP ERROR and the close (0: no limit)
+        "handshake_timeout": 10.0,   # seconds to the ZMTP greeting and a first command
     },
     "twino": {
         "listen": ["tcp:22200"],     # Twisted endpoint strings
@@ -63,6 +66,7 @@ DEFAULTS = {
         "ping_timeout": 10.0,        # seconds a PINGed client has to show any traffic
         "handshake_timeout": 10.0,   # seconds to send protocol bytes and hello
         "max_hello": 64 * 1024,      # bytes held before a hello is in; more: connection closed
+        "max_connections": 10_000,   # more at once: answered 503 and closed (0: no limit)
         "check_interval": 1.0,       # one sweep over every connection for the three above
         "token": "",                 # when set, hellos must carry this Client-Token (else 401)
         "allow_admin": True,         # false: admin operations (604-663) answer 401
@@ -103,6 +107,8 @@ DEFAULTS = {
     },
     "log": {
         "format": "text",            # text | json (one JSON object per line)
+        "warn_burst": 10,            # warnings logged per connection per warn_interval; the
+        "warn_interval": 60.0,       # rest are counted and the count logged (docs/limits.md)
     },
 }
 
@@ -373,6 +379,7 @@ RULES = {
     "mqks.high_water": BYTES,
     "mqks.max_event": integer(1, 1 << 20),
     "mqks.listen_users": listen_users,
+    "mqks.max_connections": integer(0, 1 << 24),
     "malamute.listen": endpoints(zmq_endpoint),
     "malamute.mechanism": string("null", "plain"),
     "malamute.timeout": SECONDS,
@@ -385,6 +392,8 @@ RULES = {
     "malamute.max_subscriptions": integer(1, 1 << 20),
     "malamute.max_pattern": integer(1, 255),
     "malamute.max_subject": integer(255, 1 << 20),
+    "malamute.max_connections": integer(0, 1 << 24),
+    "malamute.handshake_timeout": SECONDS,
     "twino.listen": endpoints(twisted_endpoint),
     "twino.node": string(nonempty=True),
     "twino.max_frame_size": integer(64, 1 << 40),
@@ -393,6 +402,7 @@ RULES = {
     "twino.ping_timeout": SECONDS,
     "twino.handshake_timeout": SECONDS,
     "twino.max_hello": integer(256, 1 << 24),
+    "twino.max_connections": integer(0, 1 << 24),
     "twino.check_interval": number(0.001, 3600.0),
     "twino.token": string(),
     "twino.allow_admin": boolean,
@@ -425,6 +435,8 @@ RULES = {
     "security.max_consumers": integer(0, 1 << 31),
     "security.max_unacked": integer(0, 1 << 31),
     "log.format": string("text", "json"),
+    "log.warn_burst": integer(1, 1 << 20),
+    "log.warn_interval": SECONDS,
 }
 
 

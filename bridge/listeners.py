@@ -1,10 +1,30 @@
-"""A listener service that remembers what it bound to (tests use port 0)."""
+"""A listener service that remembers what it bound to (tests use port 0).
+
+Every stream listener gets a backlog of BACKLOG pending connections unless its endpoint
+string names one (Twisted's default of 50 made 938 of 1,000 simultaneous connects wait out
+a SYN retry), and pauses accepting while the process is out of descriptors
+(bridge.descriptors). A door over its connection limit refuses in its own words (Refused).
+"""
 from twisted.application import service
 from twisted.internet import defer, endpoints, protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from mqksbridge.bridge.descriptors import pause_when_exhausted
+
 log = Logger(namespace="mqksbridge.listen")
+
+BACKLOG = 1024     # pending connections per listener (libzmq listens with 100)
+_STREAM_KINDS = ("tcp", "tcp6", "ssl", "unix")   # endpoint types that take backlog=
+
+
+def with_backlog(description):
+    """The endpoint string with `backlog=BACKLOG` added when it is a stream listener
+    that does not set one."""
+    kind = description.split(":", 1)[0].strip().lower()
+    if kind in _STREAM_KINDS and "backlog=" not in description:
+        return f"{description}:backlog={BACKLOG}"
+    return description
 
 
 class ListenerService(service.Service):
@@ -12,9 +32,10 @@ class ListenerService(service.Service):
 
     def __init__(self, reactor, description, factory):
         self.reactor = reactor
-        self.description = description
+        self.description = with_backlog(description)
         self.factory = factory
         self.port = None
+        self.accept_pause = None               # bridge.descriptors.AcceptPause, once bound
         self.ready = defer.Deferred()
         self._waiting = None                   # the listen() Deferred once started
 
@@ -48,6 +69,7 @@ class ListenerService(service.Service):
 
     def _listening(self, port):
         self.port = port
+        self.accept_pause = pause_when_exhausted(port, self.reactor, self.description)
         log.info("listening on {description}", description=self.description)
         self.ready.callback(port)
 
@@ -64,14 +86,28 @@ class ListenerService(service.Service):
 
     def stopService(self):
         super().stopService()
+        if self.accept_pause is not None:
+            self.accept_pause.stop()
         if self.port is not None:
             port, self.port = self.port, None
             return port.stopListening()
 
 
+class Refused(protocol.Protocol):
+    """A connection over its door's limit: the door's refusal (bytes), then the close."""
+
+    def __init__(self, refusal):
+        self.refusal = refusal
+
+    def connectionMade(self):
+        self.transport.write(self.refusal)
+        self.transport.loseConnection()
+
+
 class DoorFactory(protocol.Factory):
-    """One connection protocol per accepted socket, every one sharing the door's state.
-    `user` is who a listener's clients act as when they show nothing else (mqks.listen_users;
+    """One connection protocol per accepted socket, every one sharing the door's state;
+    past the door's max_connections, the connection class's `refusal()` instead. `user` is
+    who a listener's clients act as when they show nothing else (mqks.listen_users;
     docs/security.md)."""
 
     def __init__(self, connection_class, door, user=None):
@@ -80,6 +116,8 @@ class DoorFactory(protocol.Factory):
         self.user = user
 
     def buildProtocol(self, addr):
+        if not self.door.traffic.admit():
+            return Refused(self.connection_class.refusal())
         connection = self.connection_class(self.door)
         connection.factory = self
         return connection

@@ -58,3 +58,40 @@ def log_file(twistd_options):
     if name == "-" or (not name and options.get("nodaemon")):
         return sys.stdout
     return logfile.LogFile.fromFullPath(name or "twistd.log")
+
+
+class Repeats:
+    """At most `burst` warnings per `interval` seconds for one source (a connection, a
+    door): a client that sends 100k bad lines must not write 100k log lines. What is held
+    back is counted, and the count is logged with the next warning let through, or when
+    the source goes (`flush`). No timer: the clock is read when a warning comes."""
+
+    __slots__ = ("clock", "burst", "interval", "window", "used", "suppressed")
+
+    def __init__(self, clock, burst=10, interval=60.0):
+        self.clock = clock               # () -> seconds
+        self.burst = burst
+        self.interval = interval
+        self.window = None               # when the current window began
+        self.used = 0
+        self.suppressed = 0
+
+    def warn(self, log, source, fmt, **fields):
+        """log.warn(fmt, **fields) unless over the budget (then counted)."""
+        now = self.clock()
+        if self.window is None or now - self.window >= self.interval:
+            self.window, self.used = now, 0
+        if self.used >= self.burst:
+            self.suppressed += 1
+            return
+        self.used += 1
+        self.flush(log, source)
+        log.warn(fmt, **fields)
+
+    def flush(self, log, source):
+        """Log how many warnings were held back since the last one logged."""
+        if self.suppressed:
+            count, self.suppressed = self.suppressed, 0
+            log.warn("{source}: {count} similar warnings not logged (at most {burst} per "
+                     "{interval:g} s)", source=source, count=count, burst=self.burst,
+                     interval=self.interval, suppressed=count)

@@ -17,6 +17,7 @@ from twisted.python import usage
 from mqksbridge.bridge import admin as admin_endpoint
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.clock import ReactorClock, periodic
+from mqksbridge.bridge.descriptors import DescriptorLimit
 from mqksbridge.bridge.logs import json_observer, log_file
 from mqksbridge.bridge.memory import MemoryWatermark, watermark_bytes
 from mqksbridge.bridge.outbox import FlushScheduler
@@ -154,6 +155,7 @@ def build(config, reactor=None, clock=None):
                     queue_overflow=settings["queue_overflow"], guarded=security.enabled)
     security.counters = broker.counters          # refusals beside the broker's other counts
     GcTuning(settings["gc_threshold"]).setServiceParent(top)
+    DescriptorLimit().setServiceParent(top)     # before the listeners start
     # Periodic work has one form: bridge/ owns it as TimerServices on the injected clock
     # (bridge.clock.periodic; a step that fails is logged and runs again next time). The
     # core only offers tick(now) methods, and keeps its clock's call_later for rare

@@ -21,12 +21,14 @@ import itertools
 from collections import Counter, defaultdict
 
 from twisted.internet import defer
+from twisted.logger import Logger
 
 from mqksbridge.bridge.inputs import Input
 
 ORIGINS = ("mqks", "malamute", "twino", "textqueue")
 SAMPLE_MASK = 255                     # one delivery in 256 per connection is timed
 _ids = itertools.count(1)
+log = Logger(namespace="mqksbridge.traffic")
 
 
 class Traffic:
@@ -85,17 +87,31 @@ class Traffic:
 
 
 class DoorTraffic:
-    """A door's live connections (admin id -> Traffic) and the totals of those gone."""
+    """A door's live connections (admin id -> Traffic) and the totals of those gone;
+    `admit` keeps them to `max_connections` (0: no limit)."""
 
-    def __init__(self, door, clock):
+    def __init__(self, door, clock, max_connections=0):
         self.door = door
         self.clock = clock                 # () -> seconds
+        self.max_connections = max_connections
         self.live = {}
         self.opened = 0
+        self.refused = 0                   # connections refused over max_connections
         self.gone_bytes_in = self.gone_bytes_out = self.gone_messages_in = 0
         self.gone_out = Counter()
         self.latency = None                # seconds -> None: the admin's histogram
         self._empty = []                   # Deferreds waiting for no live connection
+
+    def admit(self):
+        """Whether one more connection may open; a refusal is counted."""
+        if self.max_connections and len(self.live) >= self.max_connections:
+            self.refused += 1
+            if self.refused == 1 or not self.refused & 1023:    # 1st, 1024th, ...
+                log.warn("{door}: {refused} connections refused so far (max_connections "
+                         "{max})", door=self.door, refused=self.refused,
+                         max=self.max_connections)
+            return False
+        return True
 
     def open(self, peer, transport, outbox, goodbye, input=None):
         """A connection's Traffic; `input` is its bridge.inputs.Input (made from the
@@ -136,6 +152,7 @@ class DoorTraffic:
         return {
             "connections": len(live),
             "opened": self.opened,
+            "refused": self.refused,
             "bytes_in": self.gone_bytes_in + sum(t.bytes_in for t in live),
             "bytes_out": self.gone_bytes_out + sum(t.bytes_out for t in live),
             "messages_in": self.gone_messages_in + sum(t.messages_in for t in live),

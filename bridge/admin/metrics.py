@@ -47,6 +47,9 @@ class BrokerCollector:
                                              "Open connections", labels=["door"]),
             "opened": CounterMetricFamily("mqksbridge_door_connections_opened",
                                           "Connections accepted", labels=["door"]),
+            "refused": CounterMetricFamily("mqksbridge_door_connections_refused",
+                                           "Connections refused over the door's "
+                                           "max_connections", labels=["door"]),
             "messages_in": CounterMetricFamily("mqksbridge_door_messages_received",
                                                "Messages published through the door",
                                                labels=["door"]),

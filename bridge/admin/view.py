@@ -50,6 +50,7 @@ class AdminView:
                               if hasattr(svc, "ready")],
                 "connections": counts["connections"],
                 "opened": counts["opened"],
+                "refused": counts["refused"],
                 "messages_in": counts["messages_in"],
                 "messages_out": counts["messages_out"],
                 "bytes_in": counts["bytes_in"],

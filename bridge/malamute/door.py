@@ -43,7 +43,7 @@ class MalamuteDoor:
 
     def __init__(self, broker, *, timeout=60.0, check_interval=1.0, mailbox_size_warn=None,
                  credit=True, max_subscriptions=1000, max_pattern=255,
-                 max_subject=zrex.MAX_SUBJECT):
+                 max_subject=zrex.MAX_SUBJECT, handshake_timeout=10.0):
         self.broker = broker
         self.transport = None            # the ZmtpRouter: send/busy/attach_client
         self.peers = {}                  # routing id -> Peer (open sessions only)
@@ -56,6 +56,7 @@ class MalamuteDoor:
         self.max_subject = max_subject                # see zrex.Pattern
         self.generation = 0              # advanced by every expiry sweep
         self.max_age = max(1, round(timeout / check_interval))
+        self.handshake_timeout = handshake_timeout   # seconds to the OPEN's session
         self._id = map("mlm-%d".__mod__, itertools.count(1)).__next__   # message ids
         self._warned = set()             # mailboxes over their warn level
         self.losses = Counter()          # (what, name) dropped since the last sweep, for the log
@@ -407,16 +408,38 @@ class MalamuteDoor:
 
     # -- time -------------------------------------------------------------------------------
     def _expire(self, peer):
+        """The session ends and so does its connection (a ROUTER in libzmq cannot close a
+        peer, so the original left it open; the real client reconnects, gets ERROR 500 on
+        its next command, then re-opens and replays, as after any lost session)."""
         self.counters["expired"] += 1
-        each(log, "malamute expiry", (peer.session.expire, lambda: self.end(peer)))
+        each(log, "malamute expiry", (peer.session.expire, lambda: self.end(peer),
+                                      lambda: self.transport.disconnect(peer.rid)))
+
+    def _unopened(self):
+        """Close connections that did not finish the ZMTP handshake and OPEN in time
+        (oldest first, so the walk stops at the first one still in time)."""
+        deadline = self.broker.clock.now() - self.handshake_timeout
+        late = []
+        for conn in self.transport.unopened:
+            if conn.traffic.opened_at >= deadline:
+                break
+            late.append(conn)
+        if late:
+            self.counters["handshake_timeouts"] += len(late)
+            self.losses["connection closed without OPEN in time", ""] += len(late)
+            each(log, "malamute handshake timeout",
+                 (lambda conn=conn: conn.refuse("no OPEN in time", quiet=True)
+                  for conn in late))
 
     def sweep(self):
-        """Once per check interval: expire silent sessions, re-arm warnings, report."""
+        """Once per check interval: expire silent sessions, close connections that did
+        not open one in time, re-arm warnings, report."""
         self.generation += 1
         oldest = self.generation - self.max_age
         each(log, "malamute expiry", (lambda peer=peer: self._expire(peer)
                                       for peer in [p for p in self.peers.values()
                                                    if p.seen < oldest]))
+        each(log, "malamute handshake timeout", (self._unopened,))
         if self._warned:
             mailboxes = self.broker.mailboxes
             self._warned = {name for name in self._warned if name in mailboxes
@@ -438,14 +461,16 @@ def build(config, broker, scheduler, reactor, clock, security=None):
         mailbox_size_warn=size_limit(settings["mailbox_size_warn"]),
         credit=bool(settings["credit"]),
         max_subscriptions=int(settings["max_subscriptions"]),
-        max_pattern=int(settings["max_pattern"]), max_subject=int(settings["max_subject"]))
+        max_pattern=int(settings["max_pattern"]), max_subject=int(settings["max_subject"]),
+        handshake_timeout=float(settings["handshake_timeout"]))
     door.security = security if security is not None and security.enabled else None
     plain = settings["mechanism"] == "plain"
     door.transport = ZmtpRouter(scheduler, door.received_all, door.lost,
                                 high_water=int(settings["high_water"]),
                                 max_message=int(settings["max_message_size"]),
                                 max_frames=int(settings["max_frames"]),
-                                traffic=DoorTraffic(DOOR, clock.seconds),
+                                traffic=DoorTraffic(DOOR, clock.seconds,
+                                                    int(settings["max_connections"])),
                                 mechanism=zmtp_codec.PLAIN if plain else zmtp_codec.NULL,
                                 login=security.login if plain else None)
     door.traffic = door.transport.traffic

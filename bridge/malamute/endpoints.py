@@ -7,15 +7,11 @@ endpoint reports itself the way libzmq's ZMQ_LAST_ENDPOINT does, port resolved.
 """
 from twisted.internet.endpoints import quoteStringArgument
 
-from mqksbridge.bridge.listeners import ListenerService
+from mqksbridge.bridge.listeners import BACKLOG, ListenerService
 
 
 class EndpointError(ValueError):
     pass
-
-
-BACKLOG = 1024     # pending connections; Twisted's default of 50 makes a crowd of
-                   # connecting clients wait out SYN retries (libzmq listens with 100)
 
 
 def to_twisted(endpoint):

@@ -23,6 +23,7 @@ from twisted.logger import Logger
 
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
+from mqksbridge.bridge.listeners import Refused
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.protocols.zmtp import codec
@@ -65,6 +66,7 @@ class ZmtpConnection(protocol.Protocol):
 
     rid = None
     principal = None                     # who a PLAIN login proved it is (core.permissions)
+    silent = True                        # no message yet (router.unopened)
 
     def __init__(self, router):
         self.router = router
@@ -82,7 +84,14 @@ class ZmtpConnection(protocol.Protocol):
         self.traffic = self.router.traffic.open(
             f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}", self.transport,
             self.outbox, self.goodbye, self.input)
+        self.router.unopened[self] = None
         self.outbox.write(self.zmtp.preamble())
+
+    def _spoke(self):
+        """The first message after the handshake: the handshake deadline is met (a client
+        may open its session later, or talk without one and get ERROR 500)."""
+        self.silent = False
+        self.router.unopened.pop(self, None)
 
     def goodbye(self):
         """Malamute has no goodbye command: pending output goes out, then the close."""
@@ -104,6 +113,8 @@ class ZmtpConnection(protocol.Protocol):
             self._deliver(messages)
 
     def _deliver(self, messages):
+        if self.silent:
+            self._spoke()
         if self.kept is not None:        # a transport that reads on while held (TLS)
             self.kept += messages
             return
@@ -158,11 +169,13 @@ class ZmtpConnection(protocol.Protocol):
             self.outbox.close()
             self.transport.loseConnection()
 
-    def refuse(self, reason):
+    def refuse(self, reason, quiet=False):
         """A protocol violation costs this connection only: ERROR (once the greeting is
-        through), then close."""
+        through), then close. `quiet`: the caller counts and logs it."""
         self.router.refused += 1
-        log.info("zmtp connection refused: {reason}", reason=reason)
+        self.router.unopened.pop(self, None)
+        if not quiet:
+            log.info("zmtp connection refused: {reason}", reason=reason)
         if self.zmtp.state != "greeting":
             self.outbox.write(codec.error(reason))
         self.zmtp.state = "closed"
@@ -175,6 +188,7 @@ class ZmtpConnection(protocol.Protocol):
         if self.outbox is not None:
             self.outbox.closed = True
             steps.insert(0, lambda: self.router.traffic.close(self.traffic))
+        self.router.unopened.pop(self, None)
         each(log, "zmtp connection lost", steps)
 
 
@@ -194,10 +208,15 @@ class ZmtpRouter(protocol.Factory):
         self.max_message = max_message
         self.max_frames = max_frames
         self.peers = {}                  # routing id -> ZmtpConnection
+        self.unopened = {}               # connections with no session yet, oldest first
         self._ids = itertools.count(int.from_bytes(os.urandom(4), "big"))
         self.refused = 0                 # connections closed for breaking the protocol
 
     def buildProtocol(self, addr):
+        """Past max_connections: our greeting and ERROR in place of READY (the handshake
+        command ZMTP has for a refusal), then the close."""
+        if not self.traffic.admit():
+            return Refused(codec.GREETING + codec.error("too many connections"))
         return ZmtpConnection(self)
 
     def attach(self, conn, identity):
@@ -235,6 +254,12 @@ class ZmtpRouter(protocol.Factory):
                      else codec.message(frames))
         return True
 
+    def disconnect(self, rid):
+        """Close a peer's connection once its pending output is out."""
+        conn = self.peers.get(rid)
+        if conn is not None:
+            conn.goodbye()
+
     def busy(self, rid):
         """Whether droppable traffic to this peer should be dropped: its transport is full
         and `high_water` messages already wait behind it."""
@@ -247,6 +272,7 @@ class ZmtpRouter(protocol.Factory):
         connection (publisher flow control, core.flow). Returns the connection's Traffic."""
         conn = self.peers.get(rid)
         if conn is not None:
+            self.unopened.pop(conn, None)
             conn.gate.attach(client)
             client.input = conn.input
             conn.traffic.client = client

@@ -16,6 +16,7 @@ from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.names import to_name, to_wire
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
+from mqksbridge.bridge.logs import Repeats
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer, Denied
@@ -76,10 +77,12 @@ class MqksDoor:
     """Door-wide state: the consumer registry (ids are global across connections)."""
 
     def __init__(self, broker, scheduler, stream="mqks", max_line=1 << 20,
-                 high_water=1 << 20, max_event=1024, security=None):
+                 high_water=1 << 20, max_event=1024, security=None, max_connections=0,
+                 warn_burst=10, warn_interval=60.0):
         self.broker = broker
         self.security = security if security is not None and security.enabled else None
-        self.traffic = DoorTraffic(DOOR, broker.clock.now)
+        self.traffic = DoorTraffic(DOOR, broker.clock.now, max_connections)
+        self.warnings = (warn_burst, warn_interval)   # per connection (bridge.logs.Repeats)
         self.scheduler = scheduler
         self.stream = broker.stream(stream)
         self._route = self.stream.publish
@@ -124,8 +127,9 @@ class MqksDoor:
 
     def fail(self, conn, req_id, reason, line):
         eid = error_id()
-        log.warn("mqks error {eid} from {client}: {reason} in {line!r}", eid=eid.decode(),
-                 client=conn.client.id, reason=str(reason), line=line[:200])
+        conn.warnings.warn(log, conn.client.id, "mqks error {eid} from {client}: {reason} "
+                           "in {line!r}", eid=eid.decode(), client=conn.client.id,
+                           reason=str(reason), line=line[:200])
         conn.write(error(req_id, eid))
 
     # -- actions -----------------------------------------------------------------------
@@ -301,6 +305,11 @@ class MqksConnection(protocol.Protocol):
     def __init__(self, door):
         self.door = door
 
+    @staticmethod
+    def refusal():
+        """Over max_connections: MQKS has no greeting, so an error line for no request."""
+        return error(None, error_id())
+
     def connectionMade(self):
         peer = self.transport.getPeer()
         address = f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}"
@@ -313,6 +322,7 @@ class MqksConnection(protocol.Protocol):
                              self.door.high_water, convert.deliveries, input=self.input)
         self.write = self.outbox.write
         self.framer = LineFramer(self.door.max_line)
+        self.warnings = Repeats(self.door.broker.clock.now, *self.door.warnings)
         self.door.connections.add(self)
         self.traffic = self.door.traffic.open(address, self.transport, self.outbox, self.goodbye,
                                               self.input)
@@ -399,7 +409,8 @@ class MqksConnection(protocol.Protocol):
         self.outbox.closed = True
         self.door.connections.discard(self)
         door = self.door
-        steps = [lambda: door.traffic.close(self.traffic), lambda: door.disconnected(self)]
+        steps = [lambda: door.traffic.close(self.traffic), lambda: self.warnings.flush(log, self.client.id),
+                 lambda: door.disconnected(self)]
         if door.security is not None and self.identified:
             steps.append(lambda: door.security.release(self.client.principal))
         each(log, "mqks connection lost", steps)
@@ -412,7 +423,10 @@ def build(config, broker, scheduler, reactor, clock, security=None):
     settings = config["mqks"]
     door = MqksDoor(broker, scheduler, stream=settings["stream"],
                     max_line=settings["max_line"], high_water=settings["high_water"],
-                    max_event=int(settings["max_event"]), security=security)
+                    max_event=int(settings["max_event"]), security=security,
+                    max_connections=int(settings["max_connections"]),
+                    warn_burst=int(config["log"]["warn_burst"]),
+                    warn_interval=float(config["log"]["warn_interval"]))
     users = settings["listen_users"]
     return door, [ListenerService(reactor, endpoint,
                                   DoorFactory(MqksConnection, door, users.get(endpoint)))

@@ -27,8 +27,8 @@ from mqksbridge.bridge.twino.routers import TwinoRouters
 from mqksbridge.core import Client
 from mqksbridge.core.permissions import CONSUME, MAILBOX, Denied
 from mqksbridge.protocols.twino.codec import (
-    PING_BYTES, PONG_BYTES, QUEUE_MESSAGE, Frame, MessageType, ResultCode, TwinoProtocolError,
-    encode, new_id, server_ack,
+    PING_BYTES, PONG_BYTES, PROTOCOL, QUEUE_MESSAGE, Frame, MessageType, ResultCode,
+    TwinoProtocolError, encode, new_id, refused, server_ack,
 )
 from mqksbridge.protocols.twino.handshake import (
     FrameReceived, Hello, PingReceived, ProtocolError, TwinoServerConnection,
@@ -50,7 +50,7 @@ class TwinoDoor:
         self.started = clock.seconds()
         self.node_id = new_id()
         self.connections = set()
-        self.traffic = DoorTraffic(DOOR, clock.seconds)
+        self.traffic = DoorTraffic(DOOR, clock.seconds, int(settings["max_connections"]))
         self.queues = TwinoQueues(self)
         self.direct = TwinoDirect(self)
         self.events = TwinoEvents(self)
@@ -226,6 +226,12 @@ class TwinoConnection(protocol.Protocol):
         for chunk in data:
             if self.connected:
                 self.dataReceived(chunk)
+
+    @staticmethod
+    def refusal():
+        """Over max_connections: the hello answer a busy server gives (echo + 503), written
+        before the hello is read so the connection costs nothing while it waits."""
+        return PROTOCOL + encode(refused(ResultCode.BUSY, new_id()))
 
     def connectionMade(self):
         door = self.door

@@ -21,6 +21,11 @@ class FakeSocket:
         self.gone = set()
         self.full = set()
         self.clients = {}
+        self.unopened = {}          # connections without a session (none here)
+        self.disconnected = []
+
+    def disconnect(self, rid):
+        self.disconnected.append(rid)
 
     def send(self, rid, frames):
         if rid in self.gone:

@@ -29,8 +29,11 @@ def test_silent_sessions_expire_and_pinging_ones_stay(quick):
         assert alive.call(codec.ConnectionPing()) == [codec.ConnectionPong()]
     assert list(door.owners) == ["alive"] and door.counters["expired"] == 1
     assert quick.broker.queues["svc"].consumers == []
-    assert silent.commands() == [] and not silent.closed     # expiry is silent on the wire
-    assert silent.call(codec.ConnectionPing()) == [codec.Error(500, "")]
+    assert silent.commands() == [] and silent.closed    # no command, the connection closes
+    silent.close()
+    again = quick.malamute()                 # what libzmq does: reconnect, and the next
+    assert again.call(codec.ConnectionPing()) == [codec.Error(500, "")]   # command finds
+    # no session
 
 
 def test_a_session_lives_exactly_its_timeout_of_silence(quick):
@@ -54,6 +57,9 @@ def test_expired_sessions_keep_their_mail_and_replay_restores_everything(quick):
     sender = quick.malamute("alice")
     assert sender.call(codec.MailboxSend("worker", "later", "", 0, (b"1",))) == []
     assert len(quick.broker.mailboxes["worker"].stored) == 1
+    assert worker.closed
+    worker.close()
+    worker = quick.malamute()                # reconnected
     assert worker.call(codec.ConnectionPing()) == [codec.Error(500, "")]
     got = worker.call(codec.ConnectionOpen("worker"), *replay)
     assert got == OK + [codec.MailboxDeliver("alice", "worker", "later", "", (b"1",))] + OK * 3

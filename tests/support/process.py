@@ -1,5 +1,6 @@
 """The real `twistd -n mqksbridge` as a subprocess, every door on a free loopback port."""
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -26,11 +27,12 @@ class BrokerProcess:
     """Start with `start()`, read `ports[door]`, stop with `stop()` (kills if needed)."""
 
     def __init__(self, workdir, doors=("mqks",),
-                 all_doors=("mqks", "malamute", "twino", "admin"), args=()):
+                 all_doors=("mqks", "malamute", "twino", "admin"), args=(), nofile=None):
         self.workdir = workdir
         self.doors = doors
         self.all_doors = all_doors
         self.args = list(args)          # more `mqksbridge` flags
+        self.nofile = nofile            # (soft, hard) RLIMIT_NOFILE for the broker
         self.log_path = os.path.join(str(workdir), "twistd.log")
         self.process = None
         self.ports = {}
@@ -45,11 +47,15 @@ class BrokerProcess:
                     else [f"--{door}", "none"]
             with open(self.log_path, "wb") as log:
                 self.process = subprocess.Popen(args, cwd=self.workdir, stdout=log,
-                                                stderr=subprocess.STDOUT)
+                                                stderr=subprocess.STDOUT,
+                                                preexec_fn=self._limits if self.nofile else None)
             if all(self._wait_for(port) for port in self.ports.values()):
                 return self
             self.stop()
         raise AssertionError("twistd did not start:\n" + self.log())
+
+    def _limits(self):
+        resource.setrlimit(resource.RLIMIT_NOFILE, self.nofile)
 
     def _wait_for(self, port):
         deadline = time.monotonic() + STARTUP_SECONDS

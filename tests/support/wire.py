@@ -38,8 +38,12 @@ class Harness:
         self.top, self.broker, self.doors, _ = build(self.config, self.clock, self.clock)
         self.top.startService()
         self._ports = iter(range(40000, 60000))
+        self.wires = []
 
     def stop(self):
+        for wire in self.wires:          # the door hung up: the socket would be gone now
+            if wire.transport.disconnecting and not wire.lost:
+                wire.close()
         self.top.stopService()
 
     def turn(self):
@@ -68,6 +72,7 @@ class Harness:
         protocol = factory.buildProtocol(transport.getPeer())
         protocol.makeConnection(transport)
         wire = wire_class(self, protocol, transport)
+        self.wires.append(wire)
         self.turn()
         return wire
 
