@@ -106,7 +106,7 @@ def test_byte_ranges_cut_at_every_offset_read_each_record_once(tmp_path):
         out = []
         for r in ranges:
             for block in files.read_range(r, header, block=7):
-                out += block.offsets
+                out += block.offsets.tolist()
         return out
 
     whole = offsets([files.Range(path, 0, size, size)])
