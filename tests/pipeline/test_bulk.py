@@ -105,7 +105,7 @@ def _check(data, base, rows=None, names=NAMES):
             assert column.to_pylist() == expected.to_pylist(), name
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(envelopes(), max_size=6), st.integers(0, BASE * 2), st.lists(st.sampled_from(DOORS)))
 def test_bulk_columns_equal_the_codec_on_journal_records(envs, base, doors):
     envs = [e if e.settled is None or not doors else
@@ -114,26 +114,26 @@ def test_bulk_columns_equal_the_codec_on_journal_records(envs, base, doors):
     _check(segment(envs, base), base)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edited(), st.randoms(use_true_random=False))
 def test_bulk_columns_equal_the_codec_on_hand_edited_records(data, rows):
     _check(data, BASE)
     _check(data, BASE, rows)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(records, max_size=5))
 def test_bulk_columns_equal_the_codec_on_plain_textqueue_records(items):
     _check(write(items), 0)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(soup, st.sampled_from([0, BASE, 1 << 60]))
 def test_bulk_columns_on_garbage_raise_only_what_the_codec_raises(data, base):
     _check(data, base)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(soup | edited(), st.integers(2, 40))
 def test_split_equals_scan_with_any_record_limit(data, max_record):
     _split_equals_scan(data, max_record)
