@@ -1,20 +1,81 @@
 """The pipeline on a real Spark cluster, not local mode: a standalone master and a worker
 started from the pyspark installation's own `spark-class`, bound to loopback on free ports;
 `mqksbridge-pipeline report --master spark://127.0.0.1:PORT` runs there (a separate driver
-process, an executor the worker launches) and writes the same tables as local[*].
-
-The cluster and its report run in the background from the start of the pipeline tests
-(tests/pipeline/cluster.py, conftest.py); this test runs last of them and checks the
-outcome."""
+process, an executor the worker launches) and writes the same tables as local[*]."""
 import os
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import pandas
+import pyspark
 import pytest
 
 from mqksbridge.pipeline import report
+from tests.support.process import free_port
 
-WAIT = 540          # run alone, the test waits for the whole cluster run
+SPARK_CLASS = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
+CLI = os.path.join(os.path.dirname(sys.executable), "mqksbridge-pipeline")
+STARTUP = 120
+
+
+class Daemon:
+    """A spark-class daemon in its own process group, its output in a log file."""
+
+    def __init__(self, workdir, name, args, env):
+        self.log_path = os.path.join(workdir, f"{name}.log")
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen([SPARK_CLASS, *args], stdout=log, stderr=subprocess.STDOUT,
+                                            env=env, cwd=workdir, start_new_session=True)
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def wait_for(self, pattern):
+        deadline = time.monotonic() + STARTUP
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.log()):
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.2)         # a daemon's log line is the condition; nothing to poll faster
+        raise AssertionError(f"no {pattern!r} in {self.log_path}:\n{self.log()[-3000:]}")
+
+    def stop(self):
+        """SIGTERM the daemon's group (the worker's executors with it), then SIGKILL."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    workdir = str(tmp_path_factory.mktemp("spark-cluster"))
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+           "SPARK_NO_DAEMONIZE": "1", "SPARK_DAEMON_MEMORY": "512m"}
+    port, worker_port = free_port(), free_port()
+    master = Daemon(workdir, "master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                        "--port", str(port), "--webui-port", str(free_port())], env)
+    daemons = [master]
+    try:
+        master.wait_for(r"I have been elected leader")
+        worker = Daemon(workdir, "worker", [
+            "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", str(worker_port),
+            "--webui-port", str(free_port()), "--cores", "2", "--memory", "1g",
+            "--work-dir", os.path.join(workdir, "work"), f"spark://127.0.0.1:{port}"], env)
+        daemons.append(worker)
+        worker.wait_for(r"Successfully registered with master")
+        yield f"spark://127.0.0.1:{port}", master, worker
+    finally:
+        for daemon in reversed(daemons):
+            daemon.stop()
 
 
 def _sorted_rows(frame):
@@ -23,20 +84,23 @@ def _sorted_rows(frame):
     return sorted((tuple(row[c] for c in columns) for row in frame.to_dict("records")), key=repr)
 
 
-@pytest.mark.timeout(WAIT + 60)
-def test_report_on_a_standalone_cluster_equals_local(cluster_report, local_report):
-    try:
-        run = cluster_report.result(WAIT)
-        master_log = cluster_report.master.log()
-    finally:
-        cluster_report.stop()
+def test_report_on_a_standalone_cluster_equals_local(cluster, report_journals, local_report, tmp_path):
+    url, master, worker = cluster
+    journals = report_journals
+    out = tmp_path / "cluster-report"
+    run = subprocess.run(
+        [CLI, "report", str(journals), "--out", str(out), "--master", url, "--quiet",
+         "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+         "--conf", "spark.executor.memory=768m", "--conf", "spark.cores.max=2",
+         "--conf", "spark.sql.shuffle.partitions=4"],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     assert run.returncode == 0, run.stdout + run.stderr[-5000:]
     assert "report: 3" in run.stdout
-    assert re.search(r"Launching executor app-\S+/\d+ on worker", master_log), master_log[-2000:]
+    assert re.search(r"Launching executor app-\S+/\d+ on worker", master.log()), master.log()[-2000:]
     local = local_report[1]
-    out = cluster_report.out
     for name in report.TABLES:
-        remote = pandas.read_parquet(f"{out}/tables/{name}.parquet")
+        remote = pandas.read_parquet(out / "tables" / f"{name}.parquet")
         assert len(remote) == len(local[name]) > 0, name
         assert _sorted_rows(remote) == _sorted_rows(local[name]), name
-    assert os.path.getsize(f"{out}/report.html") > 10_000
+    assert (out / "report.html").stat().st_size > 10_000
