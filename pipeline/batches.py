@@ -1,28 +1,30 @@
 """Records to Arrow record batches: only the declared columns, only the selected rows.
 
-A block of records (offsets, raw bytes, control bytes: what `scan` gives) becomes one
-`pyarrow.RecordBatch` whose schema is exactly the one Spark expects. Fields are decoded
-by the codec (`columns.decode_columns`, one list per field for the whole block) and
-turned into Arrow arrays by pyarrow; rows are selected first, by control byte for the
-status and by created/settled time, so rows nobody wants are not decoded either.
+A block of records (pipeline/blocks.py) becomes one `pyarrow.RecordBatch` whose schema
+is exactly the one Spark expects. Rows are selected first, by control byte for the
+status and by offset and created/settled time, so rows nobody wants are not decoded.
+Each column is then built in bulk (pipeline/bulk.py); the rows the bulk rules leave
+out are decoded by the codec (`columns.decode_columns`) and put in their places.
+`codec_column` is that record-at-a-time path for any column, the definition the bulk
+one is held equal to.
 """
+import math
 from dataclasses import dataclass, field
-from itertools import compress
 from typing import Optional
 
+import numpy as np
 import pyarrow as pa
 
+from mqksbridge.pipeline.bulk import Fields
 from mqksbridge.protocols.textqueue import Record, journal
 from mqksbridge.protocols.textqueue.columns import decode_columns
 
 STATUS_OF = {"-": "queued", "=": "done", "!": "error", "#": "comment"}
 CONTROL_OF = {name: control for control, name in STATUS_OF.items()}
-_STATUS_NAMES = pa.array(["queued", "done", "error", "comment"])
-_STATUS_INDEX = bytes.maketrans(b"-=!#", bytes([0, 1, 2, 3]))
-_KNOWN = b"-=!#"
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 # Fields of decode_columns each column needs.
-_FIELDS = {"status": (), "id": ("id",), "subject": ("subject",), "origin": ("origin",),
+_FIELDS = {"status": ("status",), "id": ("id",), "subject": ("subject",), "origin": ("origin",),
            "sender": ("sender",), "consumer": ("settle_door",), "tracker": ("tracker",),
            "priority": ("priority",), "created": ("created_ms",),
            "expires": ("expires_ms",), "settled": ("settled_ms",),
@@ -45,6 +47,7 @@ class Bounds:
         return self.low is None and self.high is None
 
     def mask(self, values):
+        """Which values (ints or None) lie in the interval."""
         low, high = self.low, self.high
         out = []
         for v in values:
@@ -55,6 +58,17 @@ class Bounds:
                 ok = v < high if self.high_open else v <= high
             out.append(ok)
         return out
+
+    def mask_array(self, values):
+        """`mask` of an int64 array, exactly: the bounds become integer limits."""
+        ok = np.ones(len(values), bool)
+        if self.low is not None:
+            least = math.floor(self.low) + 1 if self.low_open else math.ceil(self.low)
+            ok &= values >= min(max(least, _INT64[0]), _INT64[1]) if least <= _INT64[1] else False
+        if self.high is not None:
+            most = math.ceil(self.high) - 1 if self.high_open else math.floor(self.high)
+            ok &= values <= max(min(most, _INT64[1]), _INT64[0]) if most >= _INT64[0] else False
+        return ok
 
 
 @dataclass
@@ -68,68 +82,80 @@ class Selection:
 
 
 def select(block, selection: Selection, base_ms):
-    """(offsets, raws, controls) of the block's records the selection keeps."""
-    offsets, raws, controls = block.offsets, block.raws, block.controls
+    """The block of the records the selection keeps."""
     wanted = selection.controls
-    if wanted is not None:
-        if controls.isascii():
-            table = bytes(1 if chr(b) in wanted else 0 for b in range(256))
-            keep = controls.translate(table)
-        else:
-            keep = [c in wanted for c in decode_columns(raws, ["status"])["status"]]
-        offsets, raws = list(compress(offsets, keep)), list(compress(raws, keep))
-        controls = bytes(compress(controls, keep))
-    masks = []
-    if not selection.offsets.empty():
-        masks.append(selection.offsets.mask(offsets))
-    if not selection.created.empty():
-        masks.append(selection.created.mask(decode_columns(raws, ["created_ms"], base_ms)["created_ms"]))
-    if not selection.settled.empty():
-        masks.append(selection.settled.mask(decode_columns(raws, ["settled_ms"], base_ms)["settled_ms"]))
-    for keep in masks:
-        offsets, raws = list(compress(offsets, keep)), list(compress(raws, keep))
-        controls = bytes(compress(controls, keep))
-    return offsets, raws, controls
+    if wanted is not None and len(block):
+        controls = np.frombuffer(block.buffer, np.uint8)[block.starts]
+        table = np.array([chr(b) in wanted for b in range(128)] + [False] * 128)
+        keep = table[controls]
+        beyond = np.flatnonzero(controls >= 0x80)
+        if len(beyond):
+            statuses = decode_columns(block.raws_of(beyond), ["status"])["status"]
+            keep[beyond] = [s in wanted for s in statuses]
+        block = block.take(keep)
+    if not selection.offsets.empty() and len(block):
+        block = block.take(selection.offsets.mask_array(block.offsets))
+    for name in ("created", "settled"):
+        bounds = getattr(selection, name)
+        if not bounds.empty() and len(block):
+            block = block.take(_time_mask(block, name, bounds, base_ms))
+    return block
 
 
-def record_batch(names, arrow_schema, path, queue, base_ms, offsets, raws, controls):
-    """One RecordBatch of the named columns for these records."""
-    fields = []
-    for name in names:
-        for f in _FIELDS.get(name, ()):
-            if f not in fields:
-                fields.append(f)
-    decoded = decode_columns(raws, fields, base_ms) if fields else {}
-    n = len(raws)
+def _time_mask(block, name, bounds, base_ms):
+    ms, present, fast = Fields(block, base_ms).times(name)
+    keep = bounds.mask_array(ms) & present
+    slow = np.flatnonzero(~fast)
+    if len(slow):
+        values = decode_columns(block.raws_of(slow), [f"{name}_ms"], base_ms)[f"{name}_ms"]
+        keep[slow] = bounds.mask(values)
+    return keep
+
+
+def record_batch(names, arrow_schema, path, queue, base_ms, block):
+    """One RecordBatch of the named columns for the records of `block`."""
+    n = len(block)
+    fields = Fields(block, base_ms)
     arrays = []
     for name, spec in zip(names, arrow_schema):
-        arrays.append(_array(name, spec.type, n, path, queue, offsets, raws, controls, decoded))
+        if name == "file":
+            array = pa.repeat(pa.scalar(path, spec.type), n)
+        elif name == "queue":
+            array = pa.repeat(pa.scalar(queue, spec.type), n)
+        elif name == "offset":
+            array = pa.array(block.offsets, spec.type)
+        else:
+            array, slow = fields.column(name, spec.type)
+            if slow is not None:
+                rows = np.flatnonzero(slow)
+                codec = codec_column(name, spec.type, base_ms, block.raws_of(rows))
+                array = _put(array, rows, codec)
+        arrays.append(array)
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
 
-def _timestamps(ms, type_):
-    return pa.array(ms, pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(type_)
+def _put(array, rows, values):
+    """`array` with its elements at `rows` replaced by `values`."""
+    n = len(array)
+    order = np.arange(n)
+    order[rows] = n + np.arange(len(rows))
+    return pa.concat_arrays([array, values]).take(pa.array(order))
 
 
-def _array(name, type_, n, path, queue, offsets, raws, controls, decoded):
-    if name == "file":
-        return pa.repeat(pa.scalar(path, type_), n)
-    if name == "queue":
-        return pa.repeat(pa.scalar(queue, type_), n)
-    if name == "offset":
-        return pa.array(offsets, type_)
+def codec_column(name, type_, base_ms, raws):
+    """A decoded column (not file, queue or offset) of these records, record by record
+    with the codec."""
+    decoded = decode_columns(raws, _FIELDS.get(name, ()), base_ms)
     if name == "status":
-        return _statuses(raws, controls, type_)
+        return pa.array([STATUS_OF.get(s, s) for s in decoded["status"]], type_)
     if name in ("created", "expires", "settled"):
         return _timestamps(decoded[_FIELDS[name][0]], type_)
     if name == "consumer":
         return pa.array(decoded["settle_door"], type_)
     if name in ("id", "subject", "origin", "sender", "tracker"):
         return _texts(decoded[name], type_)
-    if name in ("priority", "retry", "frame_count", "size", "settle_reason"):
+    if name in ("priority", "retry", "frame_count", "size", "settle_reason", "headers"):
         return pa.array(decoded[name], type_)
-    if name == "headers":
-        return pa.array(decoded["headers"], type_)
     if name == "body":
         return pa.array([b.decode("utf-8", "replace") for b in decoded["body"]], type_)
     if name == "body_bytes":
@@ -143,15 +169,8 @@ def _array(name, type_, n, path, queue, offsets, raws, controls, decoded):
     raise AssertionError(name)
 
 
-def _statuses(raws, controls, type_):
-    """Status names from the control bytes, in C; records with another control
-    character show it."""
-    n = len(controls)
-    if len(controls.translate(None, _KNOWN)) == 0:
-        indices = pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(controls.translate(_STATUS_INDEX))])
-        return pa.DictionaryArray.from_arrays(indices, _STATUS_NAMES).cast(type_)
-    statuses = decode_columns(raws, ["status"])["status"]
-    return pa.array([STATUS_OF.get(s, s) for s in statuses], type_)
+def _timestamps(ms, type_):
+    return pa.array(ms, pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(type_)
 
 
 def _texts(values, type_):
@@ -174,4 +193,3 @@ def _variables(raw):
             out[name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")] = (
                 text.partition("=")[2].rstrip(" "))
     return list(out.items())
-

@@ -109,7 +109,7 @@ def compact_segment(path, rule, outcome, dry_run=False):
     kept, covered, records, dropped = [], header.end, 0, 0
     for block in files.read_range(files.Range(path, 0, size, size), header):
         decisions = rule.keep(block.raws, block.controls, header.base_ms)
-        for raw, offset, keep in zip(block.raws, block.offsets, decisions):
+        for raw, offset, keep in zip(block.raws, block.offsets.tolist(), decisions):
             if offset != covered:
                 break
             covered += len(raw) + 1

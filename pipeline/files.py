@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
+from mqksbridge.pipeline.blocks import Block, split
 from mqksbridge.protocols.textqueue import (
     Incomplete, Record, TextQueueError, record_start_in, scan)
 from mqksbridge.protocols.textqueue import journal
@@ -111,15 +112,9 @@ def plan(files, split_bytes) -> list:
     return ranges
 
 
-class Block(NamedTuple):
-    """Records read from one range: parallel lists as `scan` gives them."""
-    offsets: list
-    raws: list
-    controls: bytes
-
-
 def read_range(r: Range, header: Header, block=BLOCK):
-    """The records of range `r`, a Block at a time (at most about `block` bytes each)."""
+    """The records of range `r`, a `blocks.Block` at a time (at most about `block` bytes
+    each)."""
     with open(r.path, "rb") as f:
         start = record_start_in(f, r.start) if r.start else 0
         end = record_start_in(f, r.end) if r.end < r.size else r.size
@@ -137,17 +132,16 @@ def read_range(r: Range, header: Header, block=BLOCK):
                 break                   # the file shrank since planning: read what is there
             position += len(data)
             buffer = carry + data if carry else data
-            result = scan(buffer, position - len(buffer))
-            tail = result.incomplete
+            records, tail = split(buffer, position - len(buffer))
             carry = b"" if tail is None else tail.data
-            if result.offsets:
-                yield Block(result.offsets, result.raws, result.controls)
+            if len(records):
+                yield records
         if carry:
             tail = Incomplete(position - len(carry), carry)
             cut = position < r.size and tail.terminated     # the next range starts here
             record = tail.record() if cut else _whole_tail(tail, header)
             if record is not None:
-                yield Block([record.offset], [record.raw], record.raw[:1])
+                yield Block.of_records(record.raw, record.offset, [record.offset], [record.raw])
 
 
 def _whole_tail(tail, header):

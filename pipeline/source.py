@@ -157,10 +157,10 @@ class TextQueueReader(DataSourceReader):
             if self.queues is not None and not all(test(header.queue) for test in self.queues):
                 continue
             for block in files.read_range(r, header):
-                offsets, raws, controls = select(block, self.selection, header.base_ms)
-                if raws:
+                block = select(block, self.selection, header.base_ms)
+                if len(block):
                     yield record_batch(self.names, arrow_schema, r.path, header.queue,
-                                       header.base_ms, offsets, raws, controls)
+                                       header.base_ms, block)
 
 
 def _control(status):
