@@ -83,6 +83,18 @@ DEFAULTS = {
     "log": {
         "format": "text",            # text | json (one JSON object per line)
     },
+    "durability": {                  # durable queues: TextQueue journals (docs/guide.md)
+        "queues": [],                # fnmatch patterns on core queue names
+        "mailboxes": [],             # fnmatch patterns on mailbox names
+        "fsync": "always",           # always | interval | never
+        "fsync_interval": 200,       # ms between fsyncs under "interval"
+        "segment_size": 64 << 20,    # bytes; a segment rolls past this
+        "compact_live": 0.25,        # compact an old segment once its live records take
+                                     # at most this share of a segment's size
+        "archive_retention": 604800.0,  # seconds archived segments are kept (0: removed)
+        "max_deliveries": 0,         # dead-letter after this many deliveries (0: never)
+        "dead_letter_suffix": ".dlq",  # a dead letter of queue Q goes to Q + this
+    },
 }
 
 
@@ -278,6 +290,12 @@ def gc_threshold(value):
     return None
 
 
+def patterns(value):
+    if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+        return "must be a list of non-empty pattern strings"
+    return None
+
+
 def producer_ack(value):
     if not isinstance(value, list) or any(
             not isinstance(rule, list) or len(rule) != 2 or not isinstance(rule[0], str)
@@ -301,7 +319,7 @@ def outbox_files(value):
     return None
 
 
-POLICIES = ("received", "sent", "relay")
+POLICIES = ("received", "saved", "sent", "relay")
 SECONDS = number(above=0, high=86400.0)
 BYTES = integer(1, 1 << 40)
 
@@ -361,6 +379,15 @@ RULES = {
     "admin.listen": endpoints(twisted_endpoint),
     "admin.sample_interval": number(0.05, 3600.0),
     "log.format": string("text", "json"),
+    "durability.queues": patterns,
+    "durability.mailboxes": patterns,
+    "durability.fsync": string("always", "interval", "never"),
+    "durability.fsync_interval": integer(1, 3_600_000),
+    "durability.segment_size": integer(4096, 1 << 40),
+    "durability.compact_live": number(0.0, 1.0),
+    "durability.archive_retention": number(0.0, 10 * 365 * 86400.0),
+    "durability.max_deliveries": integer(0, 999),
+    "durability.dead_letter_suffix": string(nonempty=True),
 }
 
 

@@ -1,0 +1,171 @@
+"""Durable queues: which queues are durable, their journals, recovery at start.
+
+`build(config, broker, reactor, clock)` reads every journal under `<data_dir>/journal/`
+back into the broker before any door listens (bridge.journal.recovery), then makes
+durable every queue whose name matches `[durability] queues` (as it is created, by any
+door) and any queue a door asks for (`make_durable`: a Twino persistent delivery
+handler), plus each durable queue's dead-letter queue. The returned service starts the
+writer's worker thread and, on stop, waits until every pending write and fsync is done
+(and their confirmations released) before the broker closes connections.
+
+Files: layout (where things are), writer (group commit), store (one queue's journal),
+recovery (reading back), definitions (durable queue definitions across restarts).
+specs/textqueue.md section 7 documents the directory layout and lifecycle.
+"""
+import fnmatch
+
+from twisted.application import service
+from twisted.internet import defer
+from twisted.logger import Logger
+from twisted.python.threadpool import ThreadPool
+
+from mqksbridge.bridge.clock import periodic
+from mqksbridge.bridge.journal import layout
+from mqksbridge.bridge.journal.recovery import recover
+from mqksbridge.bridge.journal.store import Store
+from mqksbridge.bridge.journal.writer import INTERVAL, GroupWriter
+from mqksbridge.core.message import Entry
+
+log = Logger(namespace="mqksbridge.journal")
+
+
+class Durability:
+    """The broker's durable queues (module docstring)."""
+
+    def __init__(self, settings, data_dir, broker, reactor, clock, fsync_observer=None):
+        self.settings = settings
+        self.broker = broker
+        self.patterns = list(settings["queues"])
+        self.mailbox_patterns = list(settings["mailboxes"])
+        self.policy = settings["fsync"]
+        self.max_deliveries = settings["max_deliveries"] or None
+        self.suffix = settings["dead_letter_suffix"]
+        self.pool = ThreadPool(1, 1, "mqksbridge-journal")
+        self.writer = GroupWriter(broker.storage, reactor, self.pool, clock, fsync_observer)
+        self.store = Store(data_dir, self.writer, clock, settings["segment_size"],
+                           settings["compact_live"], settings["archive_retention"])
+        self.policies = {}               # queue name -> fsync policy chosen for it
+        self.recovered = {}
+        broker.subscribe(self._event)
+
+    # -- which queues -------------------------------------------------------------------
+    def durable(self, name):
+        """Whether a new queue of this name is durable by configuration: a pattern
+        matches, or it is the dead-letter queue of a durable queue."""
+        if any(fnmatch.fnmatchcase(name, p) for p in self.patterns):
+            return True
+        if name.endswith(self.suffix):
+            source = self.broker.queues.get(name[:-len(self.suffix)])
+            return source is not None and source.journal is not None
+        return False
+
+    def _event(self, event, queue=None, **data):
+        if event == "queue-created" and queue.journal is None and self.durable(queue.name):
+            self.make_durable(queue)
+
+    def make_durable(self, queue, policy=None):
+        """Give `queue` its journal (what it holds now is recorded too)."""
+        if queue.journal is not None:
+            return queue.journal
+        policy = policy or self.policies.get(queue.name) or self.policy
+        self.policies[queue.name] = policy
+        journal = self.store.journal(queue.name, policy)
+        if self.max_deliveries is not None and queue.max_deliveries is None:
+            queue.configure(max_deliveries=self.max_deliveries,
+                            dead_letter=queue.name + self.suffix)
+        queue.attach_journal(journal)
+        return journal
+
+    def journal_bytes(self, queue):
+        """Bytes of the queue's live segments (admin), or None when it is not durable."""
+        journal = queue.journal
+        return None if journal is None else journal.bytes
+
+    # -- start ------------------------------------------------------------------------------
+    def recover(self, make_queue=None):
+        """Rebuild every journaled queue (before the doors listen). `make_queue(name)`
+        makes a queue a definition describes (bridge.journal.definitions), else a plain
+        queue is made. Returns {name: number of messages recovered}."""
+        found = recover(self.store.root, lambda name: self.policies.get(name, self.policy))
+        counts = {}
+        for name, recovered in found.items():
+            queue = self.broker.queues.get(name)
+            if queue is None:
+                queue = make_queue(name) if make_queue is not None else None
+                if queue is None:
+                    queue = self.broker.queue(name)
+            journal = self.store.journal(name, self.policies.get(name, self.policy))
+            journal.directory = recovered.directory
+            journal.segments = list(recovered.segments)
+            journal.next_number = recovered.next_number
+            journal.bytes = sum(s.end for s in recovered.segments)
+            for segment in recovered.segments:
+                segment.open()
+            entries = []
+            for message, retry, slot in recovered.items:
+                entry = Entry(message, retry)
+                entry.record = slot
+                entries.append(entry)
+            for segment, offset, size in recovered.superseded:
+                self.writer.edit(segment, offset, b"#")
+            if queue.journal is None:
+                if queue.max_deliveries is None and self.max_deliveries is not None:
+                    queue.configure(max_deliveries=self.max_deliveries,
+                                    dead_letter=name + self.suffix)
+                queue.attach_journal(journal)
+            queue.restore(entries)
+            for entry in entries:
+                if entry.record is not None and entry.record.places is None:
+                    journal.adopt(entry)
+            for segment in list(journal.segments):
+                if segment.live == 0:
+                    journal._retire(segment)
+            counts[name] = len(entries)
+            log.info("journal: queue {name!r} recovered with {n} messages from {s} segments",
+                     name=name, n=len(entries), s=len(recovered.segments))
+        self.recovered = counts
+        return counts
+
+
+class JournalService(service.Service):
+    """Starts the writer's thread; on stop, waits for every pending write and fsync."""
+
+    name = "journal"
+
+    def __init__(self, durability, interval=None, clock=None):
+        self.durability = durability
+        self.timer = None
+        if interval:
+            self.timer = periodic(interval, durability.writer.sync_interval, clock,
+                                  "journal fsync interval")
+
+    def startService(self):
+        super().startService()
+        self.durability.pool.start()
+        if self.timer is not None:
+            self.timer.startService()
+
+    async def _stop(self):
+        if self.timer is not None:
+            await defer.maybeDeferred(self.timer.stopService)
+        writer = self.durability.writer
+        writer.sync_interval()
+        await writer.flush()
+        self.durability.pool.stop()
+
+    def stopService(self):
+        super().stopService()
+        return defer.ensureDeferred(self._stop())
+
+
+def build(config, broker, reactor, clock, fsync_observer=None):
+    """(Durability, JournalService) for a configuration; recovery is the caller's call
+    (after the doors are built, before they listen: service.build)."""
+    settings = config["durability"]
+    durability = Durability(settings, config["data_dir"], broker, reactor, clock,
+                            fsync_observer)
+    interval = settings["fsync_interval"] / 1000 if settings["fsync"] == INTERVAL else None
+    return durability, JournalService(durability, interval, clock)
+
+
+__all__ = ["Durability", "JournalService", "build", "layout"]
