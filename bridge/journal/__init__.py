@@ -14,12 +14,11 @@ specs/textqueue.md section 7 documents the directory layout and lifecycle.
 """
 import fnmatch
 
-from twisted.application import service
+from twisted.application import internet, service
 from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python.threadpool import ThreadPool
 
-from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.journal import layout
 from mqksbridge.bridge.journal.recovery import recover
 from mqksbridge.bridge.journal.store import Store
@@ -32,7 +31,8 @@ log = Logger(namespace="mqksbridge.journal")
 class Durability:
     """The broker's durable queues (module docstring)."""
 
-    def __init__(self, settings, data_dir, broker, reactor, clock, fsync_observer=None):
+    def __init__(self, settings, data_dir, broker, reactor, clock, fsync_observer=None,
+                 run=None):
         self.settings = settings
         self.broker = broker
         self.patterns = list(settings["queues"])
@@ -41,11 +41,13 @@ class Durability:
         self.max_deliveries = settings["max_deliveries"] or None
         self.suffix = settings["dead_letter_suffix"]
         self.pool = ThreadPool(1, 1, "mqksbridge-journal")
-        self.writer = GroupWriter(broker.storage, reactor, self.pool, clock, fsync_observer)
+        self.writer = GroupWriter(broker.storage, reactor, self.pool, clock, fsync_observer,
+                                  run=run)
         self.store = Store(data_dir, self.writer, clock, settings["segment_size"],
                            settings["compact_live"], settings["archive_retention"])
         self.policies = {}               # queue name -> fsync policy chosen for it
         self.recovered = {}
+        self.problems = []               # what recovery left out or repaired (also logged)
         broker.subscribe(self._event)
 
     # -- which queues -------------------------------------------------------------------
@@ -89,6 +91,7 @@ class Durability:
         found = recover(self.store.root, lambda name: self.policies.get(name, self.policy))
         counts = {}
         for name, recovered in found.items():
+            self.problems += recovered.problems
             queue = self.broker.queues.get(name)
             if queue is None:
                 queue = make_queue(name) if make_queue is not None else None
@@ -136,8 +139,8 @@ class JournalService(service.Service):
         self.durability = durability
         self.timer = None
         if interval:
-            self.timer = periodic(interval, durability.writer.sync_interval, clock,
-                                  "journal fsync interval")
+            self.timer = internet.TimerService(interval, durability.writer.sync_interval)
+            self.timer.clock = clock
 
     def startService(self):
         super().startService()

@@ -23,6 +23,7 @@ Every file is opened, written, synced, renamed and closed on the worker thread o
 """
 import os
 import time
+from functools import partial
 
 from twisted.internet import threads
 from twisted.logger import Logger
@@ -115,8 +116,10 @@ class GroupWriter:
     `fsync_observer(seconds)` is told each fdatasync's time (the admin histogram)."""
 
     def __init__(self, storage, reactor, pool, clock=None, fsync_observer=None,
-                 retry_delay=1.0):
+                 retry_delay=1.0, run=None):
         self.storage = storage
+        # run(work, batch) -> Deferred: the worker thread (a test may run it inline)
+        self.run = run or partial(threads.deferToThreadPool, reactor, pool)
         self.reactor = reactor
         self.clock = clock or reactor
         self.pool = pool
@@ -182,7 +185,7 @@ class GroupWriter:
 
     def _start(self, batch):
         self.in_flight = batch
-        d = threads.deferToThreadPool(self.reactor, self.pool, self._write, batch)
+        d = self.run(self._write, batch)
         d.addCallbacks(self._written, self._failed, errbackArgs=(batch,))
 
     def _written(self, fsyncs):
