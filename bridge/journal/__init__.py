@@ -75,6 +75,7 @@ class Durability:
         if self.max_deliveries is not None and queue.max_deliveries is None:
             queue.configure(max_deliveries=self.max_deliveries,
                             dead_letter=queue.name + self.suffix)
+        journal.queue = queue
         queue.attach_journal(journal)
         return journal
 
@@ -102,6 +103,7 @@ class Durability:
             journal.segments = list(recovered.segments)
             journal.next_number = recovered.next_number
             journal.bytes = sum(s.end for s in recovered.segments)
+            journal.queue = queue
             for segment in recovered.segments:
                 segment.open()
             entries = []

@@ -38,7 +38,8 @@ class Slot:
 
 
 class QueueJournal:
-    """The journal of one queue (module docstring); `queue` is set by Queue.attach_journal."""
+    """The journal of one queue (module docstring); `queue` is the core Queue it serves
+    (compaction looks for the live entries there)."""
 
     def __init__(self, store, name, directory, policy, next_number=1, segments=()):
         self.store = store
@@ -48,6 +49,7 @@ class QueueJournal:
         self.policy = policy
         self.segments = list(segments)     # not retired, oldest first
         self.current = None
+        self._empty = 0
         self.next_number = next_number
         self.queue = None
         self.bytes = sum(s.end for s in self.segments)   # journal bytes on disk and pending
@@ -60,7 +62,7 @@ class QueueJournal:
         if segment is None:
             segment = self._roll()
         data = records.encode_message(message, base_ms=segment.created_ms, retry=entry.retry)
-        if segment.end + len(data) > self.store.segment_size and segment.live_bytes:
+        if segment.end + len(data) > self.store.segment_size and segment.end > self._empty:
             segment = self._roll()
             data = records.encode_message(message, base_ms=segment.created_ms, retry=entry.retry)
         size = len(data)
@@ -109,6 +111,7 @@ class QueueJournal:
         segment = Segment(self.directory, number, created_ms, self.policy)
         header = records.encode_header(self.name, number, created_ms)
         self.writer.append(segment, header, records=0)
+        self._empty = segment.end           # a segment this long holds no record yet
         self.bytes += len(header)
         self.segments.append(segment)
         self.current = segment

@@ -73,3 +73,81 @@ def test_a_bit_flip_leaves_that_record_out_and_nothing_else(tmp_path):
     after = h.restart()
     assert after.ids() == ["m1", "m3"]
     assert any("checksum mismatch" in p for p in after.durability.problems)
+
+
+def test_segments_roll_settled_ones_are_archived_and_old_ones_compacted(tmp_path):
+    """A straggler in an old segment is copied forward; its segment is archived; a crash
+    at any point after brings back exactly the live messages."""
+    h = Harness(tmp_path, {"segment_size": 4096, "compact_live": 0.25})
+    c = h.consumer()
+    for _ in range(200):
+        h.publish(body=b"x" * 40)
+        h.commit()
+    straggler = c.got[0].message.id             # held unacked throughout
+    for entry in c.got[1:]:
+        c.ack(entry.message.id)
+    h.commit()
+    for _ in range(100):                        # more traffic: rolls, compaction, archive
+        h.publish(body=b"y" * 40)
+        h.commit()
+        c.ack(c.got[-1].message.id)
+        h.commit()
+    journal = h.broker.queues["jobs"].journal
+    assert journal.compactions >= 1 and journal.moved >= 1
+    live = segments(tmp_path)
+    assert len(live) <= 2                       # the straggler no longer pins old segments
+    folder = os.path.join(os.path.dirname(live[0]), layout.ARCHIVE)
+    assert len(os.listdir(folder)) >= 5
+    after = h.restart()
+    assert after.ids() == [straggler]           # delivered but unacked: comes back, once
+
+
+def test_dead_letter_after_max_deliveries(tmp_path):
+    h = Harness(tmp_path, {"max_deliveries": 2})
+    h.publish()
+    c = h.consumer()
+    c.reject("m1")                              # delivery 1 back: retry 1, redelivered
+    c.reject("m1")                              # delivery 2 back: dead letter
+    assert h.ids() == [] and h.ids("jobs.dlq") == ["m1"]
+    h.commit()
+    after = h.restart()
+    assert after.ids() == [] and after.ids("jobs.dlq") == ["m1"]
+    assert after.retries("jobs.dlq") == {"m1": 1}
+    data = open(segments(tmp_path)[-1], "rb").read()
+    assert b"\n!body 1\n" in data and b"\\e=d" in data
+
+
+def test_expired_messages_are_settled(tmp_path):
+    h = Harness(tmp_path)
+    h.publish(expires_at=h.clock.seconds() + 5)
+    h.publish()
+    h.clock.advance(10)
+    h.broker.tick()
+    h.commit()
+    assert h.restart().ids() == ["m2"]
+    assert b"\\e=x" in open(segments(tmp_path)[-1], "rb").read()
+
+
+def test_hand_edits_between_two_runs(tmp_path):
+    """An operator turns a dead letter back into a queued record, an acked one too, and
+    edits a body (vouching for it with \\c=-): the next start takes all three."""
+    h = Harness(tmp_path, {"max_deliveries": 1})
+    for _ in range(3):
+        h.publish()
+    c = h.consumer()
+    c.reject("m1")                              # dead-lettered at once
+    c.ack("m2")
+    h.commit()
+    path = segments(tmp_path)[-1]
+    data = open(path, "rb").read()
+    assert b"\n!body 1\n" in data and b"\n=body 2\n" in data
+    data = data.replace(b"\n!body 1\n", b"\n-body 1\n").replace(b"\n=body 2\n", b"\n-body 2\n")
+    start = data.index(b"-body 3\n")
+    record_end = data.index(b"\\c=", start)
+    checksum_end = data.index(b"\n", record_end)
+    data = (data[:start] + b"-body three\n" + data[start + len(b"-body 3\n"):record_end]
+            + b"\\c=-" + data[checksum_end:])
+    open(path, "wb").write(data)
+    after = h.restart()
+    assert after.ids() == ["m1", "m2", "m3"]
+    assert after.broker.queues["jobs"].entries[2].message.frames == (b"body three",)
