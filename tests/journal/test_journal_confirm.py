@@ -1,0 +1,78 @@
+"""A confirmation is sent only once the record is on disk: the journal's worker thread is
+held on a threading.Event while the test checks that no confirmation has arrived."""
+import threading
+
+import pytest_twisted
+from twisted.internet import defer, threads
+
+from tests.conftest import RunningBroker
+
+
+class HeldWriter:
+    """Runs each batch on the real worker thread, but first waits for `gate`; `entered`
+    is set once a batch is waiting there (its appends not yet written)."""
+
+    def __init__(self, writer):
+        self.writer = writer
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.run = writer.run
+        writer.run = self
+
+    def __call__(self, work, batch):
+        def held(batch):
+            self.entered.set()
+            self.gate.wait(30)
+            return work(batch)
+        return self.run(held, batch)
+
+
+async def started(tmp_path, queues=("jobs",), **durability):
+    running = RunningBroker({"durability": {"queues": list(queues), **durability}},
+                            data_dir=tmp_path)
+    await running.start()
+    return running
+
+
+@pytest_twisted.ensureDeferred
+async def test_mqks_confirm_waits_for_the_fsync(tmp_path):
+    running = await started(tmp_path)
+    try:
+        consumer = await running.mqks()
+        assert await consumer.request("c1 consume --confirm jobs ev --manual-ack") == "c1 ok "
+        held = HeldWriter(running.top.durability.writer)
+        publisher = await running.mqks()
+        publisher.send("p1 publish --confirm ev hello", "p2 ping x")
+        # handed straight to the consumer: the record is its only store until acked
+        assert await consumer.line() == "c1 ok p1 event=ev hello"
+        await threads.deferToThread(held.entered.wait, 10)
+        other = await running.mqks()            # a barrier that needs no disk
+        assert await other.request("o1 publish --confirm other x") == "o1 ok "
+        assert await other.request("o2 ping y") == "o2 ok y"
+        assert not publisher.lines             # neither the ok nor the pong behind it
+        held.gate.set()
+        assert await publisher.lines_n(2) == ["p1 ok ", "p2 ok x"]
+    finally:
+        running.top.durability.writer.run.gate.set()
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_mqks_confirm_of_a_non_durable_publish_does_not_wait(tmp_path):
+    running = await started(tmp_path)
+    try:
+        held = HeldWriter(running.top.durability.writer)
+        client = await running.mqks()
+        assert await client.request("c1 consume --confirm jobs ev --manual-ack") == "c1 ok "
+        client.send("p1 publish --confirm ev durable")
+        await threads.deferToThread(held.entered.wait, 10)
+        other = await running.mqks()
+        assert await other.request("c2 consume --confirm scratch ev2") == "c2 ok "
+        other.send("p2 publish --confirm ev2 fleeting")
+        assert sorted(await other.lines_n(2)) == ["c2 ok p2 event=ev2 fleeting", "p2 ok "]
+        assert list(client.lines) == [b"c1 ok p1 event=ev durable"]   # its ok still waits
+        held.gate.set()
+        assert await client.lines_n(2) == ["c1 ok p1 event=ev durable", "p1 ok "]
+    finally:
+        running.top.durability.writer.run.gate.set()
+        await running.stop()
