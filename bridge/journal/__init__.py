@@ -62,7 +62,10 @@ class Durability:
         return False
 
     def _event(self, event, queue=None, **data):
-        if event == "queue-created" and queue.journal is None and self.durable(queue.name):
+        """A new queue matching the patterns, or any queue a door marked durable
+        (`attrs["durable"]`: a Twino persistent delivery handler), gets its journal."""
+        if event in ("queue-created", "queue-defined") and queue.journal is None and (
+                queue.attrs.get("durable") or self.durable(queue.name)):
             self.make_durable(queue)
 
     def make_durable(self, queue, policy=None):

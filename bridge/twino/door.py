@@ -152,6 +152,7 @@ class TwinoConnection(protocol.Protocol):
         self.aliases = {}            # wire id -> core id, for foreign ids Twino cannot carry
         self.requests = {}           # ids of direct requests sent to other doors' clients
         self.ping_sent = None
+        self.confirm_after = 0       # storage sequence the last waiting producer ack needs
 
     def connectionMade(self):
         door = self.door
