@@ -1,11 +1,14 @@
 """A confirmation is sent only once the record is on disk: the journal's worker thread is
 held on a threading.Event while the test checks that no confirmation has arrived."""
+import json
 import threading
 
 import pytest_twisted
-from twisted.internet import defer, threads
+from twisted.internet import threads
 
+from mqksbridge.protocols.twino.codec import Frame, MessageType
 from tests.conftest import RunningBroker
+from tests.twino.helpers import make_queue
 
 
 class HeldWriter:
@@ -73,6 +76,39 @@ async def test_mqks_confirm_of_a_non_durable_publish_does_not_wait(tmp_path):
         assert list(client.lines) == [b"c1 ok p1 event=ev durable"]   # its ok still waits
         held.gate.set()
         assert await client.lines_n(2) == ["c1 ok p1 event=ev durable", "p1 ok "]
+    finally:
+        running.top.durability.writer.run.gate.set()
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_twino_persistent_queue_acks_the_producer_and_says_saved_after_the_fsync(
+        tmp_path):
+    """A queue whose delivery handler is `persistent` (decision AfterSaved) is durable
+    without any configured pattern; its producer ack and the Saved MessageProduced event
+    both wait for the fsync."""
+    running = await started(tmp_path, queues=())
+    try:
+        owner, producer = await running.twino(), await running.twino()
+        await make_queue(owner, "orders", 1, status="pull", handler="persistent")
+        assert running.broker.queues["orders/1"].journal is not None
+        assert await owner.subscribe("MessageProduced", "orders", 1) == 0
+        held = HeldWriter(running.top.durability.writer)
+        push = Frame(MessageType.QUEUE_MESSAGE, pending_ack=True, message_id="o-1",
+                     source=producer.client_id, target="orders", content_type=1,
+                     content=b"order 1")
+        await producer.send_frame(push)
+        await threads.deferToThread(held.entered.wait, 10)
+        await producer.ping()                   # output is in order: an ack would be first
+        assert not producer.client._inbox, producer.client._inbox
+        await owner.ping()
+        assert not owner.client._inbox          # no MessageProduced yet either
+        held.gate.set()
+        ack = await producer.recv(5)
+        assert ack.type == MessageType.ACKNOWLEDGE and ack.message_id == "o-1", ack
+        assert ack.header("Nack-Reason") is None
+        event = await owner.recv(5)
+        assert event.source == "MessageProduced" and json.loads(event.content)["Saved"] is True
     finally:
         running.top.durability.writer.run.gate.set()
         await running.stop()
