@@ -112,3 +112,25 @@ async def test_twino_persistent_queue_acks_the_producer_and_says_saved_after_the
     finally:
         running.top.durability.writer.run.gate.set()
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_admin_reports_durability_and_the_fsync_histogram(tmp_path):
+    running = await started(tmp_path)
+    try:
+        client = await running.mqks()
+        assert await client.request("c1 consume --confirm jobs ev") == "c1 ok "
+        assert await client.request("c2 consume --confirm scratch ev2") == "c2 ok "
+        client.send("p1 publish --confirm ev hello")
+        assert sorted(await client.lines_n(2)) == ["c1 ok p1 event=ev hello", "p1 ok "]
+        view = running.top.admin.view
+        jobs, scratch = view.queue(running.broker.queues["jobs"]), \
+            view.queue(running.broker.queues["scratch"])
+        assert jobs["durable"] is True and jobs["journal_bytes"] > 0
+        assert scratch["durable"] is False and scratch["journal_bytes"] is None
+        metrics = running.top.admin.metrics.render().decode()
+        count = [line for line in metrics.splitlines()
+                 if line.startswith("mqksbridge_fsync_seconds_count")]
+        assert count and float(count[0].split()[-1]) >= 1, count
+    finally:
+        await running.stop()
