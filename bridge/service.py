@@ -166,7 +166,7 @@ def build(config, reactor=None, clock=None):
             svc.setServiceParent(top)
     top.doors, top.scheduler, top.broker = doors, scheduler, broker
     top.durability = durability
-    durability.recover()                 # before any listener accepts (startService)
+    durability.recover(doors["twino"].queues)   # before any listener accepts
     top.admin, services = admin_endpoint.build(config, broker, doors, listeners, reactor,
                                                clock)
     listeners["admin"] = [svc for svc in services if hasattr(svc, "ready")]

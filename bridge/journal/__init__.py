@@ -20,6 +20,7 @@ from twisted.logger import Logger
 from twisted.python.threadpool import ThreadPool
 
 from mqksbridge.bridge.journal import layout
+from mqksbridge.bridge.journal.definitions import Definitions
 from mqksbridge.bridge.journal.recovery import recover
 from mqksbridge.bridge.journal.store import Store
 from mqksbridge.bridge.journal.writer import INTERVAL, GroupWriter
@@ -49,6 +50,7 @@ class Durability:
         self.recovered = {}
         self.problems = []               # what recovery left out or repaired (also logged)
         broker.subscribe(self._event)
+        self.definitions = Definitions(self, broker, reactor)
 
     # -- which queues -------------------------------------------------------------------
     def durable(self, name):
@@ -88,19 +90,19 @@ class Durability:
         return None if journal is None else journal.bytes
 
     # -- start ------------------------------------------------------------------------------
-    def recover(self, make_queue=None):
-        """Rebuild every journaled queue (before the doors listen). `make_queue(name)`
-        makes a queue a definition describes (bridge.journal.definitions), else a plain
-        queue is made. Returns {name: number of messages recovered}."""
+    def recover(self, twino=None):
+        """Rebuild every durable queue (before the doors listen): the definitions first
+        (bridge.journal.definitions; `twino` is the Twino door's queue registry, for
+        queues with a Twino side), then the messages of every journal, into the queue of
+        its name (a plain one when no definition names it). Returns {name: messages}."""
+        self.definitions.restore(twino)
         found = recover(self.store.root, lambda name: self.policies.get(name, self.policy))
         counts = {}
         for name, recovered in found.items():
             self.problems += recovered.problems
             queue = self.broker.queues.get(name)
             if queue is None:
-                queue = make_queue(name) if make_queue is not None else None
-                if queue is None:
-                    queue = self.broker.queue(name)
+                queue = self.broker.queue(name)
             journal = self.store.journal(name, self.policies.get(name, self.policy))
             journal.directory = recovered.directory
             journal.segments = list(recovered.segments)

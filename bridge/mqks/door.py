@@ -173,6 +173,7 @@ class MqksDoor:
         if setting_changed:
             queue.when_unused = when_unused
         if bindings_changed or setting_changed:
+            self.broker.emit("queue-defined", queue=queue)     # durable definitions
             others = list(queue.consumers)
             if add:
                 others.append(consumer)
@@ -189,6 +190,7 @@ class MqksDoor:
         if self.stream.set_bindings(name, map(to_name, new_events)):
             queue = self.broker.queues.get(name)
             if queue is not None:
+                self.broker.emit("queue-defined", queue=queue)
                 self._send_updates(queue_raw, new_events, queue.when_unused, queue.consumers)
         if confirm:
             conn.write(ok(req_id))

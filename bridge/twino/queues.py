@@ -67,6 +67,14 @@ class TwinoQueue:
         self.last_received = 0.0
         self.produced = {}                   # MessageProduced subscribers: conn -> None
 
+    def options(self):
+        """The Twino-side options as `apply` takes them (definitions across restarts)."""
+        return {"request_acknowledge": self.request_ack,
+                "message_timeout": round(self.message_timeout * 1000),
+                "use_message_id": self.use_message_id, "hide_client_names": self.hide_names,
+                "message_delivery_handler": f"{PERSISTENT}:{self.policy}" if self.persistent
+                else self.policy, "tag": self.tag}
+
     @property
     def status(self):
         return STATUS_MODES.index(self.queue.mode)
