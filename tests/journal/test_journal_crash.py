@@ -35,12 +35,17 @@ def test_kill_9_loses_no_confirmed_message(tmp_path):
         port = process.ports["mqks"]
         stop = threading.Event()
         consumer = MqksConsumer(stop, port, b"jobs", delivered, runs)
-        consumer.start()
-        assert consumer.ready.wait(10), process.log()
         publishers = [MqksPublisher(stop, port, b"r%d.p%d" % (runs, k), confirmed)
                       for k in range(3)]
+        if runs == 1:                           # the first consume binds jobs to ev
+            consumer.start()
+            assert consumer.ready.wait(10), process.log()
         for p in publishers:
             p.start()
+        if runs > 1:                            # the binding came back from definitions.json
+            floor = len(confirmed) + 2_000
+            assert confirmed.wait(lambda items: len(items) >= floor, 60), process.log()
+            consumer.start()
         target = len(confirmed) + rng.randrange(5_000, 40_000)
         assert confirmed.wait(lambda items: len(items) >= target, 60), process.log()
         process.process.kill()                  # SIGKILL, at a moment the traffic chose
