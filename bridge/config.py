@@ -383,7 +383,7 @@ RULES = {
     "durability.mailboxes": patterns,
     "durability.fsync": string("always", "interval", "never"),
     "durability.fsync_interval": integer(1, 3_600_000),
-    "durability.segment_size": integer(4096, 1 << 40),
+    "durability.segment_size": integer(1024, 1 << 40),
     "durability.compact_live": number(0.0, 1.0),
     "durability.archive_retention": number(0.0, 10 * 365 * 86400.0),
     "durability.max_deliveries": integer(0, 999),

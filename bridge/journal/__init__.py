@@ -101,6 +101,9 @@ class Durability:
         for name, recovered in found.items():
             self.problems += recovered.problems
             queue = self.broker.queues.get(name)
+            if queue is None and not recovered.items:
+                self._retire_all(name, recovered)       # a deleted queue's settled journal
+                continue
             if queue is None:
                 queue = self.broker.queue(name)
             journal = self.store.journal(name, self.policies.get(name, self.policy))
@@ -135,6 +138,15 @@ class Durability:
                      name=name, n=len(entries), s=len(recovered.segments))
         self.recovered = counts
         return counts
+
+
+    def _retire_all(self, name, recovered):
+        journal = self.store.journal(name, self.policies.get(name, self.policy))
+        journal.segments = list(recovered.segments)
+        for segment in recovered.segments:
+            segment.open()
+            journal._retire(segment)
+        del self.store.journals[name]
 
 
 class JournalService(service.Service):
