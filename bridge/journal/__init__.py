@@ -10,7 +10,7 @@ writer's worker thread and, on stop, waits until every pending write and fsync i
 
 Files: layout (where things are), writer (group commit), store (one queue's journal),
 recovery (reading back), definitions (durable queue definitions across restarts).
-specs/textqueue.md section 7 documents the directory layout and lifecycle.
+specs/textqueue.md section 8 documents the directory layout and lifecycle.
 """
 import fnmatch
 

@@ -1,4 +1,4 @@
-"""Where journals live under the data directory (specs/textqueue.md, section 7).
+"""Where journals live under the data directory (specs/textqueue.md, section 8).
 
     <data_dir>/journal/<queue dir>/00000001.tq        live segments, numbered from 1
     <data_dir>/journal/<queue dir>/archive/00000001.tq   segments whose records are all settled
