@@ -14,11 +14,12 @@ specs/textqueue.md section 8 documents the directory layout and lifecycle.
 """
 import fnmatch
 
-from twisted.application import internet, service
+from twisted.application import service
 from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python.threadpool import ThreadPool
 
+from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.journal import layout
 from mqksbridge.bridge.journal.definitions import Definitions
 from mqksbridge.bridge.journal.recovery import recover
@@ -158,8 +159,8 @@ class JournalService(service.Service):
         self.durability = durability
         self.timer = None
         if interval:
-            self.timer = internet.TimerService(interval, durability.writer.sync_interval)
-            self.timer.clock = clock
+            self.timer = periodic(interval, durability.writer.sync_interval, clock,
+                                  "journal fsync interval")
 
     def startService(self):
         super().startService()
