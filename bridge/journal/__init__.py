@@ -13,6 +13,7 @@ recovery (reading back), definitions (durable queue definitions across restarts)
 specs/textqueue.md section 8 documents the directory layout and lifecycle.
 """
 import fnmatch
+import gc
 
 from twisted.application import service
 from twisted.internet import defer
@@ -97,6 +98,15 @@ class Durability:
         queues with a Twino side), then the messages of every journal, into the queue of
         its name (a plain one when no definition names it). Returns {name: messages}."""
         self.definitions.restore(twino)
+        collecting = gc.isenabled()
+        gc.disable()            # a million new long-lived objects: no collection in between
+        try:
+            return self._recover()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _recover(self):
         found = recover(self.store.root, lambda name: self.policies.get(name, self.policy))
         counts = {}
         for name, recovered in found.items():

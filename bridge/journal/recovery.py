@@ -123,16 +123,16 @@ def recover_queue(directory, policy_of):
                 continue
         segment = Segment(directory, number, base, None, end=len(data))
         result.segments.append((segment, base))
-        controls = found.controls if tail is None else None
+        has_copies = b"\\moved=" in data
         for i in range(first, len(raws)):
             raw = raws[i]
-            control = controls[i:i + 1] if controls is not None else raw[:1]
-            moved = records.moved_from(raw) if b"\\moved=" in raw else None
-            if moved is not None:
+            moved = None
+            if has_copies and b"\\moved=" in raw:
+                moved = records.moved_from(raw)
                 place = (number, offsets[i])
                 if copies.get(moved, (0, -1)) < place:
                     copies[moved] = place
-            if control == b"-":
+            if raw[:1] == b"-":
                 candidates.append((moved or (number, offsets[i]), segment, offsets[i], raw,
                                    moved))
     if result.name is None:
@@ -145,7 +145,8 @@ def recover_queue(directory, policy_of):
         segment.policy = policy
         bases[segment.number] = base
     result.segments = [s for s, _ in result.segments]
-    candidates.sort(key=_origin)
+    if copies:                  # only copies stand elsewhere than in file order
+        candidates.sort(key=_origin)
     for origin, segment, offset, raw, moved in candidates:
         newest = copies.get(origin)
         if newest is not None and newest != (segment.number, offset):

@@ -24,14 +24,16 @@ class Slot:
     """Where one entry's record is: `places` are worked out on the first edit (a record
     read back from disk brings its own: hand edits may have changed the widths)."""
 
-    __slots__ = ("segment", "offset", "size", "places", "origin")
+    __slots__ = ("segment", "offset", "size", "places", "origin", "parts", "index")
 
-    def __init__(self, segment, offset, size, places=None, origin=None):
+    def __init__(self, segment, offset, size, places=None, origin=None, parts=None, index=0):
         self.segment = segment
         self.offset = offset
         self.size = size
         self.places = places
         self.origin = origin        # (segment, offset) of the first copy's original, if moved
+        self.parts = parts          # the pending batch's parts its bytes wait in (writer)
+        self.index = index          # and where
 
     def __repr__(self):
         return f"Slot({self.segment.number}:{self.offset}+{self.size})"
@@ -66,7 +68,9 @@ class QueueJournal:
             segment = self._roll()
             data = records.encode_message(message, base_ms=segment.created_ms, retry=entry.retry)
         size = len(data)
-        entry.record = Slot(segment, self.writer.append(segment, data), size)
+        offset = self.writer.append(segment, data)
+        parts = self.writer.pending.appends[segment]
+        entry.record = Slot(segment, offset, size, None, None, parts, len(parts) - 1)
         segment.live += 1
         segment.live_bytes += size
         self.bytes += size
@@ -82,9 +86,14 @@ class QueueJournal:
             return
         entry.record = None
         segment = slot.segment
-        places = self._places(slot)
         now = self.store.clock.seconds()
         created = entry.message.created_at
+        if slot.parts is not None and self.writer.pending.appends.get(segment) is slot.parts:
+            self._settle_unwritten(slot, reason, now, created)  # written settled at once
+            self.settled += 1
+            self._release(slot)
+            return
+        places = self._places(slot)
         try:
             edits = records.settle_edits(places, reason, now, created)
         except TextQueueError:              # a hand-trimmed \e= has no room for a stamp
@@ -93,6 +102,13 @@ class QueueJournal:
             self.writer.edit(segment, edit.offset, edit.data)
         self.settled += 1
         self._release(slot)
+
+    @staticmethod
+    def _settle_unwritten(slot, reason, now, created):
+        """A record still waiting in the pending batch is settled in its bytes: one write
+        instead of a write and two edits (a message taken in the turn it came)."""
+        slot.parts[slot.index] = records.settle_fresh(slot.parts[slot.index], reason, now,
+                                                      created)
 
     def adopt(self, entry):
         """Copy a recovered record that has no room for in-place edits (typed or trimmed

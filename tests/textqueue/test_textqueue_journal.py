@@ -362,3 +362,15 @@ def test_a_nack_settles_as_an_error():
     places = journal.fresh_places(0, len(journal.encode_message(TYPICAL)))
     edits = journal.settle_edits(places, "nacked", TYPICAL.created_at + 2, TYPICAL.created_at)
     assert [e.data for e in edits] == [b"!", b"n2000   "]
+
+
+@given(envelopes(), st.sampled_from(sorted(journal._CODE_OF)), st.integers(0, 10**12))
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+def test_settling_a_fresh_record_in_one_copy_equals_the_edits(env, reason, after):
+    record = journal.encode_message(env, base_ms=BASE, retry=env.retry)
+    settled_at = env.created_at + after / 1000
+    edited = bytearray(record)
+    for edit in journal.settle_edits(journal.fresh_places(0, len(record)), reason,
+                                     settled_at, env.created_at):
+        edited[edit.offset:edit.offset + len(edit.data)] = edit.data
+    assert journal.settle_fresh(record, reason, settled_at, env.created_at) == bytes(edited)
