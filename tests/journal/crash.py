@@ -72,6 +72,39 @@ class MqksPublisher(Worker):
                         raise AssertionError(f"unexpected reply {line!r}")
 
 
+class TwinoPublisher(Worker):
+    """Pushes to a Twino queue with PendingAcknowledge, `window` frames in flight (the
+    producer-ack policy `saved`: acked once stored); `confirmed` gets each acked id."""
+
+    def __init__(self, stop, port, channel, prefix, confirmed, window=200):
+        super().__init__(stop)
+        self.port, self.channel, self.prefix, self.confirmed = port, channel, prefix, confirmed
+        self.window = window
+
+    def work(self):
+        from mqksbridge.bridge.clients import twino
+        from mqksbridge.protocols.twino.codec import Frame, MessageType, encode
+        client = twino.connect("127.0.0.1", self.port)
+        n = 0
+        while not self.stop.is_set():
+            ids = ["%s.%d" % (self.prefix, n + i) for i in range(self.window)]
+            n += self.window
+            client.sock.sendall(b"".join(encode(Frame(
+                MessageType.QUEUE_MESSAGE, pending_ack=True, message_id=mid,
+                source=client.client_id, target=self.channel, content_type=0,
+                content=mid.encode())) for mid in ids))
+            waiting = set(ids)
+            while waiting:
+                frame = client.recv(10)
+                if frame is None:
+                    raise ConnectionError("no ack")
+                if frame.type == MessageType.ACKNOWLEDGE and frame.message_id in waiting:
+                    if frame.header("Nack-Reason") is not None:
+                        raise AssertionError(f"nack {frame!r}")
+                    waiting.discard(frame.message_id)
+                    self.confirmed.append(frame.message_id.encode())
+
+
 class MqksConsumer(Worker):
     """Consumes a queue with manual acks; `delivered` gets (id, run) per delivery; every
     delivery is acked right away."""

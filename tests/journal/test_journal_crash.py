@@ -1,14 +1,19 @@
-"""kill -9 a real `twistd -n mqksbridge` at random moments under confirmed traffic: after
+"""kill -9 a real `twistd -n mqksbridge` at random moments under confirmed traffic (MQKS
+`--confirm` publishers and a Twino producer acked under `saved`, into one durable queue
+an MQKS consumer acks): after
 each restart every message whose publish was confirmed is delivered; duplicates only for
 messages delivered before a crash (delivered but unacked on disk when it died)."""
 import random
 import threading
 from collections import Counter, defaultdict
 
-from tests.journal.crash import MqksConsumer, MqksPublisher, Tally
+from tests.journal.crash import MqksConsumer, MqksPublisher, Tally, TwinoPublisher
 from tests.support.process import BrokerProcess
 
 CONFIG = """
+[twino]
+producer_ack_default = "saved"
+
 [durability]
 queues = ["jobs"]
 fsync = "always"
@@ -19,7 +24,7 @@ segment_size = 1048576
 def broker(tmp_path):
     config = tmp_path / "broker.toml"
     config.write_text(CONFIG)
-    return BrokerProcess(tmp_path, doors=("mqks",), args=["--config", str(config)])
+    return BrokerProcess(tmp_path, doors=("mqks", "twino"), args=["--config", str(config)])
 
 
 def test_kill_9_loses_no_confirmed_message(tmp_path):
@@ -36,7 +41,9 @@ def test_kill_9_loses_no_confirmed_message(tmp_path):
         stop = threading.Event()
         consumer = MqksConsumer(stop, port, b"jobs", delivered, runs)
         publishers = [MqksPublisher(stop, port, b"r%d.p%d" % (runs, k), confirmed)
-                      for k in range(3)]
+                      for k in range(2)]
+        publishers.append(TwinoPublisher(stop, process.ports["twino"], "jobs", "r%d.t" % runs,
+                                         confirmed))
         if runs == 1:                           # the first consume binds jobs to ev
             consumer.start()
             assert consumer.ready.wait(10), process.log()
@@ -77,5 +84,7 @@ def test_kill_9_loses_no_confirmed_message(tmp_path):
     assert not twice_in_a_run, f"seed {seed}: redelivered within one run: {twice_in_a_run[:5]}"
     duplicates = sum(len(rs) - 1 for rs in runs_of.values())
     assert len(confirmed) >= 100_000
-    print(f"{runs - 1} kills, {len(confirmed)} confirmed, {duplicates} redelivered after a "
-          f"crash (seed {seed})")
+    twino = sum(1 for mid in everything if b".t." in mid)
+    assert twino, "the Twino producer had nothing confirmed"
+    print(f"{runs - 1} kills, {len(confirmed)} confirmed ({twino} through Twino), "
+          f"{duplicates} redelivered after a crash (seed {seed})")
