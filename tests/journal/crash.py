@@ -105,6 +105,28 @@ class TwinoPublisher(Worker):
                     self.confirmed.append(frame.message_id.encode())
 
 
+class TwinoConsumer(Worker):
+    """A Twino member of channel `channel`: every queue message it gets is recorded in
+    `delivered` as (id, run) and acked."""
+
+    def __init__(self, stop, port, channel, delivered, run):
+        super().__init__(stop)
+        self.port, self.channel, self.delivered, self.run_no = port, channel, delivered, run
+        self.count = 0
+
+    def work(self):
+        from mqksbridge.bridge.clients import twino
+        from mqksbridge.protocols.twino.codec import MessageType
+        client = twino.connect("127.0.0.1", self.port)
+        assert client.join(self.channel) == 0
+        while not self.stop.is_set():
+            frame = client.recv(0.5)
+            if frame is not None and frame.type == MessageType.QUEUE_MESSAGE:
+                self.delivered.append((frame.message_id.encode(), self.run_no))
+                self.count += 1
+                client.ack(frame)
+
+
 class MqksConsumer(Worker):
     """Consumes a queue with manual acks; `delivered` gets (id, run) per delivery; every
     delivery is acked right away."""

@@ -7,7 +7,8 @@ import random
 import threading
 from collections import Counter, defaultdict
 
-from tests.journal.crash import MqksConsumer, MqksPublisher, Tally, TwinoPublisher
+from tests.journal.crash import (MqksConsumer, MqksPublisher, Tally, TwinoConsumer,
+                                 TwinoPublisher)
 from tests.support.process import BrokerProcess
 
 CONFIG = """
@@ -34,6 +35,7 @@ def test_kill_9_loses_no_confirmed_message(tmp_path):
     process = broker(tmp_path)
     confirmed, delivered = Tally(), Tally()
     runs = 0
+    through_twino = 0
     while len(confirmed) < 100_000 and runs < 12:
         runs += 1
         process.start()
@@ -53,14 +55,17 @@ def test_kill_9_loses_no_confirmed_message(tmp_path):
             floor = len(confirmed) + 2_000
             assert confirmed.wait(lambda items: len(items) >= floor, 60), process.log()
             consumer.start()
+        member = TwinoConsumer(stop, process.ports["twino"], "jobs", delivered, runs)
+        member.start()                          # competes with the MQKS consumer
         target = len(confirmed) + rng.randrange(5_000, 40_000)
         assert confirmed.wait(lambda items: len(items) >= target, 60), process.log()
         process.process.kill()                  # SIGKILL, at a moment the traffic chose
         process.process.wait(10)
         stop.set()
-        for worker in (consumer, *publishers):
+        for worker in (consumer, member, *publishers):
             worker.join(10)
             assert worker.error is None, worker.error
+        through_twino += member.count
     # One more run drains the queue: everything confirmed and not yet seen must come.
     runs += 1
     process.start()
@@ -86,5 +91,7 @@ def test_kill_9_loses_no_confirmed_message(tmp_path):
     assert len(confirmed) >= 100_000
     twino = sum(1 for mid in everything if b".t." in mid)
     assert twino, "the Twino producer had nothing confirmed"
+    assert through_twino, "the Twino member was handed nothing"
     print(f"{runs - 1} kills, {len(confirmed)} confirmed ({twino} through Twino), "
-          f"{duplicates} redelivered after a crash (seed {seed})")
+          f"{through_twino} delivered to the Twino member, {duplicates} redelivered after a "
+          f"crash (seed {seed})")
