@@ -612,14 +612,15 @@ def settle_edit(places: Places, reason: str, settled_at: float, created_at: floa
                 _settle_value(reason, settled_at, _ms(created_at), door))
 
 
-def settle_fresh(record: bytes, reason: str, settled_at: float, created_at: float) -> bytes:
+def settle_fresh(record: bytes, reason: str, settled_at: float, created_at: float,
+                 door: Optional[str] = None) -> bytes:
     """A record `encode_message` just made, settled: the bytes `settle_edits` would leave,
     made in one copy (a broker that settles a message before its record is written
     writes it settled)."""
     code = _CODE_OF.get(reason)
     if code is None:
         raise TextQueueError(f"unknown settle reason {reason!r}")
-    stamp = _settle_value(reason, settled_at, _ms(created_at))
+    stamp = _settle_value(reason, settled_at, _ms(created_at), door)
     return b"%s%s%-8s%s" % (code[1].encode(), record[1:-19], stamp, record[-11:])
 
 

@@ -364,13 +364,16 @@ def test_a_nack_settles_as_an_error():
     assert [e.data for e in edits] == [b"!", b"n2000   "]
 
 
-@given(envelopes(), st.sampled_from(sorted(journal._CODE_OF)), st.integers(0, 10**12))
+@given(envelopes(), st.sampled_from(sorted(journal._CODE_OF)), st.integers(0, 10**12),
+       st.sampled_from([None, *sorted(journal.DOOR_LETTERS.values())]))
 @settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
-def test_settling_a_fresh_record_in_one_copy_equals_the_edits(env, reason, after):
+def test_settling_a_fresh_record_in_one_copy_equals_the_edits(env, reason, after, door):
     record = journal.encode_message(env, base_ms=BASE, retry=env.retry)
     settled_at = env.created_at + after / 1000
     edited = bytearray(record)
     for edit in journal.settle_edits(journal.fresh_places(0, len(record)), reason,
-                                     settled_at, env.created_at):
+                                     settled_at, env.created_at, door):
         edited[edit.offset:edit.offset + len(edit.data)] = edit.data
-    assert journal.settle_fresh(record, reason, settled_at, env.created_at) == bytes(edited)
+    assert journal.settle_fresh(record, reason, settled_at, env.created_at,
+                                door) == bytes(edited)
+    assert journal.decode(bytes(edited), BASE).settled.door == door
