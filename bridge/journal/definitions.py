@@ -32,7 +32,12 @@ OPTIONS = ("ack_timeout", "max_messages", "max_bytes", "max_message_size", "wait
 
 
 def write_atomic(path, data):
-    """Worker thread: `data` at `path` whole or not at all."""
+    """Worker thread: `data` at `path` whole or not at all (the data directory is made
+    on first use, as the journals' are)."""
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        os.makedirs(folder, exist_ok=True)
+        sync_directory(os.path.dirname(os.path.abspath(folder)))
     work = layout.work_file(path)
     fd = os.open(work, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
@@ -43,7 +48,7 @@ def write_atomic(path, data):
     finally:
         os.close(fd)
     os.rename(work, path)
-    sync_directory(os.path.dirname(path) or ".")
+    sync_directory(folder)
 
 
 class Definitions:

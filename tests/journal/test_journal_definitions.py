@@ -50,3 +50,20 @@ async def test_definitions_come_back_after_a_restart(tmp_path):
         assert [e.message.frames for e in jobs.entries] == [(b"hello",)]
     finally:
         await again.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_data_directory_that_does_not_exist_yet_is_made(tmp_path):
+    """The first durable queue of a new install: the definitions file's directory is
+    made, and the confirmation behind it is not held up by a failing batch."""
+    data_dir = tmp_path / "new" / "var"
+    running = await started(data_dir)
+    try:
+        consumer, mqks = await running.mqks(), await running.mqks()
+        assert await consumer.request("c1 consume --confirm jobs job.new") == "c1 ok "
+        assert await mqks.request("p1 publish --confirm job.new x") == "p1 ok "
+        assert await mqks.request("p2 ping x") == "p2 ok x"
+        assert running.top.durability.writer.failures == 0
+    finally:
+        await running.stop()
+    assert set(json.loads((data_dir / "definitions.json").read_text())["queues"]) == {"jobs"}
