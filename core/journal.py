@@ -7,9 +7,13 @@ is settled, requeued, dead-lettered, expired) and tells the journal as it happen
 put(entry)              the entry joined the queue (stored or handed straight over): the
                         journal records it and keeps its place in `entry.record`
 requeued(entry)         the entry went back to the queue; `entry.retry` is its new count
-settle(entry, reason)   the entry is done with: 'acked', 'nacked', 'dead-lettered',
+settle(entry, reason, door)
+                        the entry is done with: 'acked', 'nacked', 'dead-lettered',
                         'expired' or 'removed' (purged, replaced, stopped, deleted,
-                        refused by every consumer); the journal lets go of `entry.record`
+                        refused by every consumer); `door` is the door of the consumer
+                        that settled it (its ack, or the last hand-back before a dead
+                        letter), None when no consumer did; the journal lets go of
+                        `entry.record`
 
 Each call runs on the broker's thread and must not block: a journal queues its writes and
 tells the broker's StorageBarrier (core.storage) when they are on disk. An entry whose
@@ -27,5 +31,5 @@ class Journal:
     def requeued(self, entry):
         raise NotImplementedError
 
-    def settle(self, entry, reason):
+    def settle(self, entry, reason, door=None):
         raise NotImplementedError

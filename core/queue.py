@@ -141,10 +141,11 @@ class Queue:
                     seen.add(id(entry))
                     yield entry
 
-    def _settle(self, entry, reason):
-        """The journal lets go of an entry the queue is done with."""
+    def _settle(self, entry, reason, door=None):
+        """The journal lets go of an entry the queue is done with (`door`: that of the
+        consumer that settled it, when one did)."""
         if entry.record is not None:
-            self.journal.settle(entry, reason)
+            self.journal.settle(entry, reason, door)
 
     def _held_elsewhere(self, entry):
         """Whether a shared entry is still held unacked by some consumer."""
@@ -285,14 +286,14 @@ class Queue:
             if self.wait_for_ack:
                 self.dispatch()
         else:
-            self._requeue(entry)
+            self._requeue(entry, consumer.client.door)
 
     def _departed(self, consumer, entry):
         """What `consumer`, gone, held unacked. A shared entry waits for no verdict of it:
         its observer hears 'dropped' only when no remaining consumer holds it either."""
         self._outstanding -= 1
         if not entry.shared:
-            self._requeue(entry)
+            self._requeue(entry, consumer.client.door)
             return
         if (entry.observer is not None or entry.record is not None) \
                 and not self._held_elsewhere(entry):
@@ -301,7 +302,7 @@ class Queue:
         if self.wait_for_ack:
             self.dispatch()
 
-    def _requeue(self, entry):
+    def _requeue(self, entry, door=None):
         """Back of the queue with retry + 1, as a put in the current mode would go: a
         broadcast queue hands it to its consumers now (or drops it), a cache keeps it only
         when it holds nothing newer, a stopped or deleted queue drops it."""
@@ -311,7 +312,7 @@ class Queue:
             self._settle(entry, "removed")
             return
         if self.max_deliveries is not None and entry.retry + 1 >= self.max_deliveries:
-            self._dead(entry)
+            self._dead(entry, door)
             return
         entry.retry += 1
         self.requeued += 1
@@ -330,12 +331,12 @@ class Queue:
         (self.priority if entry.message.priority else self.entries).append(entry)
         self.dispatch()
 
-    def _dead(self, entry):
+    def _dead(self, entry, door=None):
         """Handed out `max_deliveries` times and back again: to the dead-letter queue (a
         new entry there, its retry count kept), settled here."""
         self.dead_lettered += 1
         entry.notify("nack", None, "dead-lettered")
-        self._settle(entry, "dead-lettered")
+        self._settle(entry, "dead-lettered", door)
         target = self.dead_letter or self.name + ".dlq"
         if target != self.name:
             self.broker.queue(target).put(Entry(entry.message, entry.retry))
@@ -345,7 +346,7 @@ class Queue:
         self.acked += 1
         self._outstanding -= 1
         if entry.record is not None and not (entry.shared and self._held_elsewhere(entry)):
-            self._settle(entry, "acked" if positive else "nacked")
+            self._settle(entry, "acked" if positive else "nacked", consumer.client.door)
         if self.wait_for_ack:
             self.dispatch()
 
@@ -598,7 +599,7 @@ class Queue:
                 self._ack_deadlines.append((self.broker.clock.now() + self.ack_timeout, c, entry,
                                             entry.retry))
         elif entry.record is not None and not entry.shared:
-            self.journal.settle(entry, "acked")
+            self.journal.settle(entry, "acked", c.client.door)
         c.deliver(c, entry)
         observer = entry.observer
         if observer is not None:
@@ -636,7 +637,7 @@ class Queue:
         for entry in taken:
             self._track(consumer, entry)
             if entry.record is not None and not consumer.manual_ack:
-                self.journal.settle(entry, "acked")
+                self.journal.settle(entry, "acked", consumer.client.door)
         return taken
 
     def _track(self, c, entry):

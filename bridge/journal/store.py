@@ -80,22 +80,24 @@ class QueueJournal:
         if slot is not None:
             self.writer.edit(slot.segment, *self._retry_edit(slot, entry.retry))
 
-    def settle(self, entry, reason):
+    def settle(self, entry, reason, door=None):
         slot = entry.record
         if slot is None:
             return
+        if door not in records.DOOR_LETTERS.values():
+            door = None                     # a door the stamp has no letter for
         entry.record = None
         segment = slot.segment
         now = self.store.clock.seconds()
         created = entry.message.created_at
         if slot.parts is not None and self.writer.pending.appends.get(segment) is slot.parts:
-            self._settle_unwritten(slot, reason, now, created)  # written settled at once
+            self._settle_unwritten(slot, reason, now, created, door)  # written settled
             self.settled += 1
             self._release(slot)
             return
         places = self._places(slot)
         try:
-            edits = records.settle_edits(places, reason, now, created)
+            edits = records.settle_edits(places, reason, now, created, door)
         except TextQueueError:              # a hand-trimmed \e= has no room for a stamp
             edits = [records.status_edit(places, records._CODE_OF[reason][1])]
         for edit in edits:
@@ -104,11 +106,11 @@ class QueueJournal:
         self._release(slot)
 
     @staticmethod
-    def _settle_unwritten(slot, reason, now, created):
+    def _settle_unwritten(slot, reason, now, created, door):
         """A record still waiting in the pending batch is settled in its bytes: one write
         instead of a write and two edits (a message taken in the turn it came)."""
         slot.parts[slot.index] = records.settle_fresh(slot.parts[slot.index], reason, now,
-                                                      created)
+                                                      created, door)
 
     def adopt(self, entry):
         """Copy a recovered record that has no room for in-place edits (typed or trimmed

@@ -1,7 +1,9 @@
 """Durable queues on real files: what a restart after a crash brings back."""
 import os
+import pathlib
 
 from mqksbridge.bridge.journal import layout
+from mqksbridge.protocols.textqueue import journal, scan
 from tests.support.journal import Harness
 
 
@@ -151,3 +153,34 @@ def test_hand_edits_between_two_runs(tmp_path):
     after = h.restart()
     assert after.ids() == ["m1", "m2", "m3"]
     assert after.broker.queues["jobs"].entries[2].message.frames == (b"body three",)
+
+
+def test_settle_stamps_name_the_consumers_door(tmp_path):
+    """An ack, a dead letter after the last reject and an auto-ack hand-over each carry
+    the door of the consumer that settled the record (specs/textqueue.md: K M T Q), in
+    place and in a record settled before its batch was written; a door without a letter
+    stamps none."""
+    h = Harness(tmp_path, {"max_deliveries": 1})
+    for _ in range(3):
+        h.publish()
+    h.commit()
+    c = h.consumer(door="twino")
+    c.ack("m1")                                 # in place
+    c.reject("m2")                              # dead letter (max 1)
+    h.commit()
+    h.consumer(manual_ack=False, door="textqueue", name="later", client="q")
+    h.publish(name="later")                     # handed over in its own turn: fresh
+    h.consumer(manual_ack=False, name="other", client="o")
+    h.publish(name="other")                     # a test client: no letter
+    h.commit()
+    stamps = {}
+    for path in pathlib.Path(tmp_path, layout.JOURNAL).rglob("*.tq"):
+        found = scan(path.read_bytes())
+        header, *rest = [*found.records(), journal.whole_tail(found.incomplete)]
+        base = journal.decode_header(header).created_ms
+        for record in rest:
+            if record.raw[:1] in b"=!":
+                env = journal.decode(record.raw, base)
+                stamps[env.id] = (env.settled.reason, env.settled.door)
+    assert stamps == {"m1": ("acked", "twino"), "m2": ("dead-lettered", "twino"),
+                      "m4": ("acked", "textqueue"), "m5": ("acked", None)}

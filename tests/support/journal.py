@@ -67,10 +67,11 @@ class Harness:
                 confirmed.append(mid)
         return message
 
-    def consumer(self, name="jobs", manual_ack=True, client="c", **kwargs):
-        """A consumer; what it receives is in `.got` (entries, in order)."""
+    def consumer(self, name="jobs", manual_ack=True, client="c", door="test", **kwargs):
+        """A consumer (of a client of `door`); what it receives is in `.got` (entries, in
+        order)."""
         got = []
-        consumer = Taker(client + str(len(self.broker.clients)), Client(client, "test"),
+        consumer = Taker(client + str(len(self.broker.clients)), Client(client, door),
                          lambda c, entry: got.append(entry), manual_ack, **kwargs)
         consumer.got = got
         self.broker.add_consumer(self.queue(name), consumer)
