@@ -2,7 +2,7 @@
 in-memory path measured in the same session (issue 13's performance section).
 
     python -m bench.durability_bench [--n 200000] [--rounds 3] [--publishers 4]
-                                     [--base-ref REF] [--recovery 1000000]
+                                     [--base-ref REF] [--recovery 1000000] [--scratch DIR]
 
 Each round runs, interleaved, the same scenario on a fresh broker process: `memory` (no
 durable queue), `always` and `never` (the queue durable under that fsync policy) and,
@@ -219,8 +219,12 @@ def main():
     parser.add_argument("--publishers", type=int, default=4)
     parser.add_argument("--base-ref", default=None)
     parser.add_argument("--recovery", type=int, default=1_000_000)
+    parser.add_argument("--scratch", default=None,
+                        help="where the journals go (default: the system's temporary "
+                             "directory; give a directory on the disk you mean to measure)")
     args = parser.parse_args()
-    scratch = tempfile.mkdtemp(prefix="durability-bench-", dir=os.path.join(ROOT, "bench"))
+    # outside the repository, removed at the end whatever happens (finally below)
+    scratch = tempfile.mkdtemp(prefix="durability-bench-", dir=args.scratch)
     modes = ["memory", "always", "never"]
     base = None
     if args.base_ref:
