@@ -1,10 +1,11 @@
 """Durable queues: which queues are durable, their journals, recovery at start.
 
 `build(config, broker, reactor, clock)` reads every journal under `<data_dir>/journal/`
-back into the broker before any door listens (bridge.journal.recovery), then makes
-durable every queue whose name matches `[durability] queues` (as it is created, by any
-door) and any queue a door asks for (`make_durable`: a Twino persistent delivery
-handler), plus each durable queue's dead-letter queue. The returned service starts the
+(and every mailbox journal under `<data_dir>/mailboxes/`) back into the broker before any
+door listens (bridge.journal.recovery), then makes durable every queue whose name matches
+`[durability] queues` (as it is created, by any door) and any queue a door asks for
+(`make_durable`: a Twino persistent delivery handler), plus each durable queue's
+dead-letter queue, and every mailbox whose name matches `[durability] mailboxes`. The returned service starts the
 writer's worker thread and, on stop, waits until every pending write and fsync is done
 (and their confirmations released) before the broker closes connections.
 
@@ -48,6 +49,9 @@ class Durability:
                                   run=run)
         self.store = Store(data_dir, self.writer, clock, settings["segment_size"],
                            settings["compact_live"], settings["archive_retention"])
+        self.mail_store = Store(data_dir, self.writer, clock, settings["segment_size"],
+                                settings["compact_live"], settings["archive_retention"],
+                                layout.MAILBOXES)
         self.policies = {}               # queue name -> fsync policy chosen for it
         self.recovered = {}
         self.problems = []               # what recovery left out or repaired (also logged)
@@ -67,10 +71,22 @@ class Durability:
 
     def _event(self, event, queue=None, **data):
         """A new queue matching the patterns, or any queue a door marked durable
-        (`attrs["durable"]`: a Twino persistent delivery handler), gets its journal."""
+        (`attrs["durable"]`: a Twino persistent delivery handler), gets its journal; so
+        does a new mailbox matching the mailbox patterns."""
         if event in ("queue-created", "queue-defined") and queue.journal is None and (
                 queue.attrs.get("durable") or self.durable(queue.name)):
             self.make_durable(queue)
+        elif event == "mailbox-created" and any(
+                fnmatch.fnmatchcase(data["mailbox"].name, p) for p in self.mailbox_patterns):
+            self.make_mailbox_durable(data["mailbox"])
+
+    def make_mailbox_durable(self, mailbox):
+        """Give `mailbox` its journal (what it holds now is recorded too)."""
+        if mailbox.journal is None:
+            journal = self.mail_store.journal(mailbox.name, self.policy)
+            journal.queue = mailbox
+            mailbox.attach_journal(journal)
+        return mailbox.journal
 
     def make_durable(self, queue, policy=None):
         """Give `queue` its journal (what it holds now is recorded too)."""
@@ -101,6 +117,7 @@ class Durability:
         collecting = gc.isenabled()
         gc.disable()            # a million new long-lived objects: no collection in between
         try:
+            self._recover_mailboxes()
             return self._recover()
         finally:
             if collecting:
@@ -113,51 +130,80 @@ class Durability:
             self.problems += recovered.problems
             queue = self.broker.queues.get(name)
             if queue is None and not recovered.items:
-                self._retire_all(name, recovered)       # a deleted queue's settled journal
+                self._retire_all(name, recovered, self.store)   # a deleted queue's journal
                 continue
             if queue is None:
                 queue = self.broker.queue(name)
-            journal = self.store.journal(name, self.policies.get(name, self.policy))
-            journal.directory = recovered.directory
-            journal.segments = list(recovered.segments)
-            journal.next_number = recovered.next_number
-            journal.bytes = sum(s.end for s in recovered.segments)
+            journal, entries = self._reopen(self.store, recovered,
+                                            self.policies.get(name, self.policy))
             journal.queue = queue
-            for segment in recovered.segments:
-                segment.open()
-            entries = []
-            for message, retry, slot in recovered.items:
-                entry = Entry(message, retry)
-                entry.record = slot
-                entries.append(entry)
-            for segment, offset, size in recovered.superseded:
-                self.writer.edit(segment, offset, b"#")
             if queue.journal is None:
                 if queue.max_deliveries is None and self.max_deliveries is not None:
                     queue.configure(max_deliveries=self.max_deliveries,
                                     dead_letter=name + self.suffix)
                 queue.attach_journal(journal)
             queue.restore(entries)
-            for entry in entries:
-                if entry.record is not None and entry.record.places is None:
-                    journal.adopt(entry)
-            for segment in list(journal.segments):
-                if segment.live == 0:
-                    journal._retire(segment)
+            self._settle_in(journal, entries)
             counts[name] = len(entries)
             log.info("journal: queue {name!r} recovered with {n} messages from {s} segments",
                      name=name, n=len(entries), s=len(recovered.segments))
         self.recovered = counts
         return counts
 
+    def _recover_mailboxes(self):
+        """Every durable mailbox's mail, back in its mailbox (durable from here on, even
+        when no pattern names it any more: its records are kept until delivered)."""
+        found = recover(self.mail_store.root, lambda name: self.policy)
+        for name, recovered in found.items():
+            self.problems += recovered.problems
+            if not recovered.items:
+                self._retire_all(name, recovered, self.mail_store)
+                continue
+            journal, entries = self._reopen(self.mail_store, recovered, self.policy)
+            mailbox = self.broker.mailbox(name)     # takes the journal just reopened
+            journal.queue = mailbox
+            if mailbox.journal is None:
+                mailbox.attach_journal(journal)
+            mailbox.recovered(entries)
+            self._settle_in(journal, entries)
+            log.info("journal: mailbox {name!r} recovered with {n} messages", name=name,
+                     n=len(entries))
 
-    def _retire_all(self, name, recovered):
-        journal = self.store.journal(name, self.policies.get(name, self.policy))
+    def _reopen(self, store, recovered, policy):
+        """The journal of a recovered directory, and its live entries in order."""
+        journal = store.journal(recovered.name, policy)
+        journal.directory = recovered.directory
+        journal.segments = list(recovered.segments)
+        journal.next_number = recovered.next_number
+        journal.bytes = sum(s.end for s in recovered.segments)
+        for segment in recovered.segments:
+            segment.open()
+        entries = []
+        for message, retry, slot in recovered.items:
+            entry = Entry(message, retry)
+            entry.record = slot
+            entries.append(entry)
+        for segment, offset, size in recovered.superseded:
+            self.writer.edit(segment, offset, b"#")
+        return journal, entries
+
+    def _settle_in(self, journal, entries):
+        """After recovery: records typed without room for edits get it; segments with
+        nothing live retire."""
+        for entry in entries:
+            if entry.record is not None and entry.record.places is None:
+                journal.adopt(entry)
+        for segment in list(journal.segments):
+            if segment.live == 0:
+                journal._retire(segment)
+
+    def _retire_all(self, name, recovered, store):
+        journal = store.journal(name, self.policies.get(name, self.policy))
         journal.segments = list(recovered.segments)
         for segment in recovered.segments:
             segment.open()
             journal._retire(segment)
-        del self.store.journals[name]
+        del store.journals[name]
 
 
 class JournalService(service.Service):

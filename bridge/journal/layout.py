@@ -3,6 +3,7 @@
     <data_dir>/journal/<queue dir>/00000001.tq        live segments, numbered from 1
     <data_dir>/journal/<queue dir>/archive/00000001.tq   segments whose records are all settled
     <data_dir>/journal/<queue dir>/.00000001.tq.tmp   work files (never read; removed at start)
+    <data_dir>/mailboxes/<mailbox dir>/...            durable mailboxes, laid out the same
     <data_dir>/definitions.json                       durable queue definitions
 
 A queue name becomes a directory name that any file system takes: letters, digits, `-`,
@@ -15,6 +16,7 @@ import os
 import re
 
 JOURNAL = "journal"
+MAILBOXES = "mailboxes"
 ARCHIVE = "archive"
 DEFINITIONS = "definitions.json"
 SEGMENT_NAME = re.compile(r"^(\d{8,})\.tq$")

@@ -209,9 +209,9 @@ class Store:
     """Every journal of the broker: their settings, the writer, and the archiver."""
 
     def __init__(self, data_dir, writer, clock, segment_size=64 << 20, compact_live=0.25,
-                 archive_retention=7 * 86400.0):
+                 archive_retention=7 * 86400.0, folder=layout.JOURNAL):
         self.data_dir = data_dir
-        self.root = os.path.join(data_dir, layout.JOURNAL)
+        self.root = os.path.join(data_dir, folder)
         self.writer = writer
         self.clock = clock
         self.segment_size = segment_size
