@@ -8,6 +8,7 @@ from twisted.internet import threads
 
 from mqksbridge.protocols.twino.codec import Frame, MessageType
 from tests.conftest import RunningBroker
+from tests.support.textqueue import Spool, controls, until
 from tests.twino.helpers import make_queue
 
 
@@ -115,6 +116,35 @@ async def test_twino_persistent_queue_acks_the_producer_and_says_saved_after_the
 
 
 @pytest_twisted.ensureDeferred
+async def test_twino_received_policy_acks_a_push_to_a_durable_queue_after_the_fsync(
+        tmp_path):
+    """The configured `received` producer-ack policy (no persistent handler: the queue
+    is durable by pattern) also waits for the fsync before it acks."""
+    running = RunningBroker({"durability": {"queues": ["orders/*"]},
+                             "twino": {"producer_ack": [["orders/*", "received"]]}},
+                            data_dir=tmp_path)
+    await running.start()
+    try:
+        owner, producer = await running.twino(), await running.twino()
+        await make_queue(owner, "orders", 2, status="pull")
+        assert running.broker.queues["orders/2"].journal is not None
+        held = HeldWriter(running.top.durability.writer)
+        push = Frame(MessageType.QUEUE_MESSAGE, pending_ack=True, message_id="r-1",
+                     source=producer.client_id, target="orders", content_type=2,
+                     content=b"order 2")
+        await producer.send_frame(push)
+        await threads.deferToThread(held.entered.wait, 10)
+        await producer.ping()                   # output is in order: an ack would be first
+        assert not producer.client._inbox, producer.client._inbox
+        held.gate.set()
+        ack = await producer.recv(5)
+        assert ack.type == MessageType.ACKNOWLEDGE and ack.message_id == "r-1", ack
+    finally:
+        running.top.durability.writer.run.gate.set()
+        await running.stop()
+
+
+@pytest_twisted.ensureDeferred
 async def test_admin_reports_durability_and_the_fsync_histogram(tmp_path):
     running = await started(tmp_path)
     try:
@@ -134,3 +164,38 @@ async def test_admin_reports_durability_and_the_fsync_histogram(tmp_path):
         assert count and float(count[0].split()[-1]) >= 1, count
     finally:
         await running.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_textqueue_inbox_marks_a_record_taken_only_after_the_fsync(tmp_path):
+    """An inbox record published to a durable queue is flipped to `=` (the publisher's
+    confirmation) only once its journal record is synced; one for a queue in memory is
+    flipped meanwhile."""
+    running = await started(tmp_path)
+    spool = Spool(running, tmp_path)
+    try:
+        mqks = await running.mqks()
+        assert await mqks.request("c1 consume --confirm jobs") == "c1 ok "
+        assert await mqks.request("c2 consume --confirm scratch") == "c2 ok "
+        held = HeldWriter(running.top.durability.writer)
+        spool.write("jobs.tq", "-kept\n")
+        spool.poll()
+        await threads.deferToThread(held.entered.wait, 10)
+        assert await mqks.line() == "c1 ok " + mqks_delivery(spool, "jobs.tq", "kept")
+        spool.write("scratch.tq", "-fleeting\n")
+        await until(lambda: controls(spool.path("scratch.tq")) == "=", spool.poll,
+                    what="the in-memory record marked")
+        assert controls(spool.path("jobs.tq")) == "-"        # its fsync is still held
+        held.gate.set()
+        await until(lambda: controls(spool.path("jobs.tq")) == "=", spool.step,
+                    what="the durable record marked")
+    finally:
+        running.top.durability.writer.run.gate.set()
+        spool.stop()
+        await running.stop()
+
+
+def mqks_delivery(spool, name, body):
+    tag = spool.door.file(spool.path(name)).tag
+    queue = name[:-3]
+    return f"tq-{tag}-0 event={queue},origin=textqueue,sender={name} {body}"
