@@ -33,6 +33,7 @@ from mqksbridge.bridge.journal.layout import segment_name
 log = Logger(namespace="mqksbridge.journal")
 
 ALWAYS, INTERVAL, NEVER = "always", "interval", "never"
+GAP = 64 << 10          # edits closer than this are written as one span (patch)
 
 
 class Segment:
@@ -93,6 +94,45 @@ def pwrite_all(fd, data, offset):
         n = os.pwrite(fd, view, offset)
         view = view[n:]
         offset += n
+
+
+def patch(fd, edits, max_gap=GAP):
+    """Worker thread: in-place `edits` ((offset, bytes), in the order made) of one file as
+    one pread and one pwrite per cluster of edits less than `max_gap` apart, instead of a
+    pwrite each: a batch settles thousands of records, and each syscall hands the GIL to
+    a busy reactor thread and waits to get it back. The bytes between edits are on disk
+    already (a batch's appends go first) and only this thread writes journals, so the
+    file ends up exactly as writing each edit in order would (tests hold it equal)."""
+    if len(edits) == 1:
+        offset, data = edits[0]
+        os.pwrite(fd, data, offset)
+        return
+    cluster, end = [], 0
+    for i in sorted(range(len(edits)), key=lambda i: edits[i][0]):
+        offset, data = edits[i]
+        if cluster and offset - end > max_gap:
+            _patch_cluster(fd, edits, cluster)
+            cluster = []
+        end = offset + len(data) if not cluster else max(end, offset + len(data))
+        cluster.append(i)
+    _patch_cluster(fd, edits, cluster)
+
+
+def _patch_cluster(fd, edits, cluster):
+    start = edits[cluster[0]][0]
+    stop = max(edits[i][0] + len(edits[i][1]) for i in cluster)
+    if len(cluster) == 1:
+        os.pwrite(fd, edits[cluster[0]][1], start)
+        return
+    span = bytearray(os.pread(fd, stop - start, start))
+    if len(span) < stop - start:                # an edit past the end: as written one by one
+        for i in sorted(cluster):
+            os.pwrite(fd, edits[i][1], edits[i][0])
+        return
+    for i in sorted(cluster):                   # in the order made: later edits win
+        offset, data = edits[i]
+        span[offset - start:offset - start + len(data)] = data
+    pwrite_all(fd, span, start)
 
 
 class Batch:
@@ -265,9 +305,12 @@ class GroupWriter:
                 segment.created = False
         for directory in directories:
             sync_directory(directory)
+        by_segment = {}
         for segment, offset, data in batch.edits:
             if segment.fd is not None:          # an archived segment takes no more edits
-                os.pwrite(segment.fd, data, offset)
+                by_segment.setdefault(segment, []).append((offset, data))
+        for segment, edits in by_segment.items():
+            patch(segment.fd, edits)
         for work in batch.after:
             work()
         return fsyncs
