@@ -110,6 +110,18 @@ DEFAULTS = {
         "warn_burst": 10,            # warnings logged per connection per warn_interval; the
         "warn_interval": 60.0,       # rest are counted and the count logged (docs/limits.md)
     },
+    "durability": {                  # durable queues: TextQueue journals (docs/guide.md)
+        "queues": [],                # fnmatch patterns on core queue names
+        "mailboxes": [],             # fnmatch patterns on mailbox names
+        "fsync": "always",           # always | interval | never
+        "fsync_interval": 200,       # ms between fsyncs under "interval"
+        "segment_size": 64 << 20,    # bytes; a segment rolls past this
+        "compact_live": 0.25,        # compact an old segment once its live records take
+                                     # at most this share of a segment's size
+        "archive_retention": 604800.0,  # seconds archived segments are kept (0: removed)
+        "max_deliveries": 0,         # dead-letter after this many deliveries (0: never)
+        "dead_letter_suffix": ".dlq",  # a dead letter of queue Q goes to Q + this
+    },
 }
 
 
@@ -333,6 +345,12 @@ def gc_threshold(value):
     return None
 
 
+def patterns(value):
+    if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+        return "must be a list of non-empty pattern strings"
+    return None
+
+
 def producer_ack(value):
     if not isinstance(value, list) or any(
             not isinstance(rule, list) or len(rule) != 2 or not isinstance(rule[0], str)
@@ -356,7 +374,7 @@ def outbox_files(value):
     return None
 
 
-POLICIES = ("received", "sent", "relay")
+POLICIES = ("received", "saved", "sent", "relay")
 SECONDS = number(above=0, high=86400.0)
 BYTES = integer(1, 1 << 40)
 
@@ -437,6 +455,15 @@ RULES = {
     "log.format": string("text", "json"),
     "log.warn_burst": integer(1, 1 << 20),
     "log.warn_interval": SECONDS,
+    "durability.queues": patterns,
+    "durability.mailboxes": patterns,
+    "durability.fsync": string("always", "interval", "never"),
+    "durability.fsync_interval": integer(1, 3_600_000),
+    "durability.segment_size": integer(1024, 1 << 40),
+    "durability.compact_live": number(0.0, 1.0),
+    "durability.archive_retention": number(0.0, 10 * 365 * 86400.0),
+    "durability.max_deliveries": integer(0, 999),
+    "durability.dead_letter_suffix": string(nonempty=True),
 }
 
 

@@ -16,6 +16,7 @@ from twisted.python import usage
 
 from mqksbridge.bridge import admin as admin_endpoint
 from mqksbridge.bridge import config as configuration
+from mqksbridge.bridge import journal
 from mqksbridge.bridge.clock import ReactorClock, periodic
 from mqksbridge.bridge.descriptors import DescriptorLimit
 from mqksbridge.bridge.logs import json_observer, log_file
@@ -161,6 +162,9 @@ def build(config, reactor=None, clock=None):
     # core only offers tick(now) methods, and keeps its clock's call_later for rare
     # one-off timers (delete-when-unused). The doors' sweeps come with their services.
     periodic(settings["sweep_interval"], broker.tick, clock, "broker sweep").setServiceParent(top)
+    durability, journal_service = journal.build(config, broker, reactor, clock,
+                                                fsync_observer=lambda s: _observe_fsync(top, s))
+    journal_service.setServiceParent(top)
     scheduler = FlushScheduler(reactor)
     doors, listeners = {}, {}
     broker.memory = MemoryWatermark(watermark_bytes(settings["memory_watermark"]), doors)
@@ -173,12 +177,20 @@ def build(config, reactor=None, clock=None):
         for svc in listeners[name]:
             svc.setServiceParent(top)
     top.doors, top.scheduler, top.broker, top.security = doors, scheduler, broker, security
+    top.durability = durability
+    durability.recover(doors["twino"].queues)   # before any listener accepts
     top.admin, services = admin_endpoint.build(config, broker, doors, listeners, reactor,
                                                clock, security=security)
     listeners["admin"] = [svc for svc in services if hasattr(svc, "ready")]
     for svc in services:
         svc.setServiceParent(top)
     return top, broker, doors, listeners
+
+
+def _observe_fsync(top, seconds):
+    """The admin histogram of fsync times (the journal's worker thread calls this)."""
+    if top.admin is not None:
+        top.admin.metrics.fsync.observe(seconds)
 
 
 def makeService(options):

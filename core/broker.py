@@ -187,6 +187,7 @@ class Broker:
         mailbox = self.mailboxes.get(name)
         if mailbox is None and create:
             mailbox = self.mailboxes[name] = self._Mailbox(name, self.mailbox_size_limit(name))
+            self.emit("mailbox-created", mailbox=mailbox)
         return mailbox
 
     # -- channels ----------------------------------------------------------------------------

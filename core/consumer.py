@@ -45,7 +45,7 @@ class Consumer:
         if entry.observer is not None:
             entry.notify("ack" if positive else "nack", self, reason, receipt)
         if self.queue is not None:
-            self.queue.settled(self, entry)
+            self.queue.settled(self, entry, positive)
         return True
 
     def ack_all(self):

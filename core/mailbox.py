@@ -8,9 +8,16 @@ An address has one owner at a time, shared by every door (a Malamute address is 
 client id): a live owner keeps it against a client of another door, and once users are
 configured against another user (claim). Within one door a new owner takes it over, as
 Malamute's reconnecting clients need.
+
+A mailbox with a journal (attach_journal, core.journal) is durable: every message sent to
+it is put in the journal (its Entry kept beside it in `entries`, in step with `stored`)
+and settled once handed to the owner ('acked', with the owner's door: mail has no
+acknowledgement of its own, so the hand-over is the settlement), expired ('expired') or
+given back by a door that could not send it (`restore`: it keeps its record).
 """
 from collections import deque
 
+from mqksbridge.core.message import Entry
 from mqksbridge.core.permissions import CONSUME, MAILBOX, Taken, check
 
 DELIVERED, STORED, DROPPED = "delivered", "stored", "dropped"
@@ -25,22 +32,65 @@ class Mailbox:
         self.stored = deque()
         self.bytes = 0
         self.delivered = self.dropped = self.expired = 0
+        self.journal = None         # core.journal: set once the mailbox is durable
+        self.entries = deque()      # with a journal: the Entry of each stored message
+        self._handing = None        # the Entry being handed over (restore keeps it)
+
+    def attach_journal(self, journal):
+        """Make the mailbox durable: what it holds now and everything sent from here on
+        goes to `journal` (module docstring)."""
+        self.journal = journal
+        self.entries = deque(Entry(message) for message in self.stored)
+        for entry in self.entries:
+            journal.put(entry)
+
+    def recovered(self, entries):
+        """Entries read back from the journal, in order (a broker starting up)."""
+        for entry in entries:
+            self.stored.append(entry.message)
+            self.entries.append(entry)
+            self.bytes += entry.message.size
+
+    def live_entries(self):
+        """The entries the journal still holds for (compaction copies them forward)."""
+        return iter(self.entries)
 
     def send(self, message, sender=None):
         """Deliver, store, or drop (over the byte limit); returns which happened. `sender`
         is the client that sent it, if a client did (a guarded mailbox checks it)."""
+        journal = self.journal
         if self.owner is not None and not self.owner.paused and not self.stored:
             self.delivered += 1
-            self.deliver(self, message)
+            if journal is None:
+                self.deliver(self, message)
+            else:
+                entry = Entry(message)
+                journal.put(entry)
+                self._hand(message, entry)
             return DELIVERED
         if self.limit_bytes is not None and self.bytes + message.size > self.limit_bytes:
             self.dropped += 1
             return DROPPED
         self.stored.append(message)
         self.bytes += message.size
+        if journal is not None:
+            entry = Entry(message)
+            journal.put(entry)
+            self.entries.append(entry)
         if self.owner is not None and not self.owner.paused:
             self.flush()
         return STORED
+
+    def _hand(self, message, entry):
+        """Deliver a journaled message; it is settled unless the door gave it back."""
+        owner = self.owner
+        self._handing = entry
+        try:
+            self.deliver(self, message)
+        finally:
+            handed, self._handing = self._handing is entry, None
+        if handed:
+            self.journal.settle(entry, "acked", owner.door)
 
     def claim(self, owner, assigned=False):
         """Denied unless `owner` may consume this mailbox (or it was `assigned`: a name the
@@ -81,22 +131,43 @@ class Mailbox:
             message = self.stored.popleft()
             self.bytes -= message.size
             self.delivered += 1
-            self.deliver(self, message)
+            if self.journal is None:
+                self.deliver(self, message)
+            else:
+                self._hand(message, self.entries.popleft())
 
     def restore(self, message):
-        """A delivery the door could not hand over (owner vanished): first in line again."""
+        """A delivery the door could not hand over (owner vanished): first in line again
+        (with its journal record, when it is the one being handed over)."""
         self.delivered -= 1
         self.stored.appendleft(message)
         self.bytes += message.size
+        if self.journal is not None:
+            entry = self._handing
+            if entry is None or entry.message is not message:
+                entry = Entry(message)
+                self.journal.put(entry)
+            self._handing = None
+            self.entries.appendleft(entry)
 
     def tick(self, now):
         if not self.stored:
             return
+        journal = self.journal
         kept = deque()
+        kept_entries = deque()
+        entries = iter(self.entries)
         for message in self.stored:
+            entry = next(entries) if journal is not None else None
             if message.expires_at is not None and message.expires_at <= now:
                 self.expired += 1
                 self.bytes -= message.size
+                if entry is not None:
+                    journal.settle(entry, "expired")
             else:
                 kept.append(message)
+                if entry is not None:
+                    kept_entries.append(entry)
         self.stored = kept
+        if journal is not None:
+            self.entries = kept_entries

@@ -51,11 +51,10 @@ class Entry:
     'ack', 'nack', 'dropped' (producer acks across doors); `receipt` is what the consumer
     sent to settle it, in its door's terms (a Twino ack frame), or None. The first event
     other than 'sent' is the verdict: the observer is let go then and hears nothing more.
-    Like a consumer's deliver, the observer must not raise: it runs inside dispatch loops
-    that serve other consumers (the door catches its own failures).
+    `record` is the entry's place in its queue's journal while it has one (core.journal).
     """
 
-    __slots__ = ("message", "retry", "observer", "deliveries", "shared")
+    __slots__ = ("message", "retry", "observer", "deliveries", "shared", "record")
 
     def __init__(self, message, retry=0, observer=None):
         self.message = message
@@ -63,6 +62,7 @@ class Entry:
         self.observer = observer
         self.deliveries = 0           # how many consumers got it (first receiver sees 1)
         self.shared = False
+        self.record = None            # its place in the queue's journal (core.journal)
 
     def notify(self, event, consumer=None, reason=None, receipt=None):
         """Tell the observer: 'sent' as often as it happens, then one verdict."""

@@ -20,6 +20,11 @@ once (push-all, broadcast) is `shared`: all of them had it, so the copy handed b
 settled for that consumer alone and never sent to the others again. docs/delivery.md
 has the whole table; tests/core/test_core_delivery_rules.py checks it as a state machine.
 
+A queue with a journal (attach_journal) is durable: it tells the journal every entry it
+takes, requeues and settles (core.journal), takes no fast path that would skip that, and
+with `max_deliveries` set moves an entry handed back unsettled that many times to its
+`dead_letter` queue instead of requeueing it.
+
 Time-based work (ack timeouts, message expiry) happens in tick(), which the broker calls
 from one periodic sweep: no timer per message.
 """
@@ -33,7 +38,7 @@ ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED = (
     "round-robin", "push-all", "broadcast", "pull", "cache", "paused", "stopped")
 MODES = (ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED)
 _OPTIONS = ("ack_timeout", "max_messages", "max_bytes", "max_message_size", "wait_for_ack",
-            "only_first", "when_unused", "overflow")
+            "only_first", "when_unused", "overflow", "max_deliveries", "dead_letter")
 
 
 class QueueError(Exception):
@@ -47,7 +52,8 @@ class QueueError(Exception):
 class Queue:
     def __init__(self, broker, name, mode=ROUND_ROBIN, *, ack_timeout=None, max_messages=None,
                  max_bytes=None, max_message_size=None, wait_for_ack=False, only_first=False,
-                 when_unused=None, overflow=REJECT, attrs=None, shortcuts=True):
+                 when_unused=None, overflow=REJECT, max_deliveries=None, dead_letter=None,
+                 attrs=None, shortcuts=True):
         self.broker = broker
         self.name = name
         self.channel = None            # the Channel that groups it (Broker claims it by name)
@@ -67,7 +73,8 @@ class Queue:
         self._ack_deadlines = deque()  # (deadline, consumer, entry, retry), in delivery order
         self._unused_timer = None
         self.received = self.delivered = self.acked = self.requeued = 0
-        self.dropped = self.expired = 0
+        self.dropped = self.expired = self.dead_lettered = 0
+        self.journal = None            # core.journal: set once the queue is durable
         self.mode = mode
         self.ack_timeout = ack_timeout
         self.max_messages = max_messages
@@ -78,7 +85,8 @@ class Queue:
         self.when_unused = when_unused
         self.shortcuts = shortcuts     # False: every put and dispatch takes the plain path
         self.overflow = overflow       # what a put into a full queue does (core.limits)
-        self.dead_lettered = 0
+        self.max_deliveries = max_deliveries   # handed back unsettled this often: dead letter
+        self.dead_letter = dead_letter         # the queue dead letters go to
         self._direct = self._fanout = self._first_match = False
         self._refresh()
 
@@ -100,11 +108,52 @@ class Queue:
                         or self.max_message_size is not None or self.mode == STOPPED)
         unlimited = (self.shortcuts and not self.only_first and not self.wait_for_ack
                      and self.max_messages is None and self.max_bytes is None
-                     and self.max_message_size is None)
+                     and self.max_message_size is None and self.journal is None)
         plain = unlimited and not self._filtered
         self._direct = plain and self.mode == ROUND_ROBIN
         self._fanout = plain and self.mode == PUSH_ALL
         self._first_match = unlimited and self._filtered and self.mode == ROUND_ROBIN
+
+    def attach_journal(self, journal):
+        """Make the queue durable: `journal` (core.journal) records what it holds now and
+        everything it takes from here on. Fast paths are off from now on: every put
+        goes through put(), where the journal hears of it."""
+        self.journal = journal
+        self._refresh()
+        for entry in self.live_entries():
+            if entry.record is None:
+                journal.put(entry)
+
+    def restore(self, entries):
+        """Entries read back from the journal, in order, at the back of their lanes (a
+        broker starting up: they are recorded already, and nobody consumes yet)."""
+        for entry in entries:
+            self.bytes += entry.message.size
+            (self.priority if entry.message.priority else self.entries).append(entry)
+        self.dispatch()
+
+    def live_entries(self):
+        """Every entry the queue is responsible for: stored, or held unacked by one of its
+        consumers (each once)."""
+        yield from self.priority
+        yield from self.entries
+        seen = set()
+        for consumer in self.consumers:
+            for entry in consumer.unacked.values():
+                if id(entry) not in seen:
+                    seen.add(id(entry))
+                    yield entry
+
+    def _settle(self, entry, reason, door=None):
+        """The journal lets go of an entry the queue is done with (`door`: that of the
+        consumer that settled it, when one did)."""
+        if entry.record is not None:
+            self.journal.settle(entry, reason, door)
+
+    def _held_elsewhere(self, entry):
+        """Whether a shared entry is still held unacked by some consumer."""
+        mid = entry.message.id
+        return any(c.unacked.get(mid) is entry for c in self.consumers)
 
     # -- configuration ----------------------------------------------------------------
     def set_mode(self, mode):
@@ -212,6 +261,8 @@ class Queue:
                 entry.notify("dropped", None, reason)
                 return False
         self.received += 1
+        if self.journal is not None:
+            self.journal.put(entry)
         mode = self.mode
         if mode == BROADCAST:
             self._broadcast(entry)
@@ -247,6 +298,7 @@ class Queue:
             if target is not None and not broker.dead_lettering:
                 self.dead_lettered += 1
                 entry.notify("dropped", None, "dead-lettered")
+                self._settle(entry, "dead-lettered")
                 broker.dead_lettering = True      # a full dead-letter queue drops, never
                 try:                              # sends back (no ping-pong between two)
                     broker.queue(target).put_message(entry.message)
@@ -255,6 +307,7 @@ class Queue:
             else:
                 self.dropped += 1
                 entry.notify("dropped", None, "overflow")
+                self._settle(entry, "removed")
         return self.refusal(message)
 
     # -- what consumers hand back ---------------------------------------------------------
@@ -265,35 +318,43 @@ class Queue:
         if consumer.manual_ack:
             self._outstanding -= 1
         if entry.shared:
+            if entry.record is not None and not self._held_elsewhere(entry):
+                self._settle(entry, "removed")
             if self.wait_for_ack:
                 self.dispatch()
         else:
-            self._requeue(entry)
+            self._requeue(entry, consumer.client.door)
 
     def _departed(self, consumer, entry):
         """What `consumer`, gone, held unacked. A shared entry waits for no verdict of it:
         its observer hears 'dropped' only when no remaining consumer holds it either."""
         self._outstanding -= 1
         if not entry.shared:
-            self._requeue(entry)
+            self._requeue(entry, consumer.client.door)
             return
-        if entry.observer is not None:
-            mid = entry.message.id
-            if not any(c.unacked.get(mid) is entry for c in self.consumers):
-                entry.notify("dropped", consumer, "consumer-gone")
+        if (entry.observer is not None or entry.record is not None) \
+                and not self._held_elsewhere(entry):
+            entry.notify("dropped", consumer, "consumer-gone")
+            self._settle(entry, "removed")
         if self.wait_for_ack:
             self.dispatch()
 
-    def _requeue(self, entry):
+    def _requeue(self, entry, door=None):
         """Back of the queue with retry + 1, as a put in the current mode would go: a
         broadcast queue hands it to its consumers now (or drops it), a cache keeps it only
         when it holds nothing newer, a stopped or deleted queue drops it."""
         if self.deleted or self.mode == STOPPED:
             self.dropped += 1
             entry.notify("dropped", None, "deleted" if self.deleted else "stopped")
+            self._settle(entry, "removed")
+            return
+        if self.max_deliveries is not None and entry.retry + 1 >= self.max_deliveries:
+            self._dead(entry, door)
             return
         entry.retry += 1
         self.requeued += 1
+        if entry.record is not None:
+            self.journal.requeued(entry)
         mode = self.mode
         if mode == BROADCAST:
             self._broadcast(entry)
@@ -301,15 +362,28 @@ class Queue:
         if mode == CACHE and (self.entries or self.priority):
             self.dropped += 1
             entry.notify("dropped", None, "replaced")
+            self._settle(entry, "removed")
             return
         self.bytes += entry.message.size
         (self.priority if entry.message.priority else self.entries).append(entry)
         self.dispatch()
 
-    def settled(self, consumer, entry):
+    def _dead(self, entry, door=None):
+        """Handed out `max_deliveries` times and back again: to the dead-letter queue (a
+        new entry there, its retry count kept), settled here."""
+        self.dead_lettered += 1
+        entry.notify("nack", None, "dead-lettered")
+        self._settle(entry, "dead-lettered", door)
+        target = self.dead_letter or self.name + ".dlq"
+        if target != self.name:
+            self.broker.queue(target).put(Entry(entry.message, entry.retry))
+
+    def settled(self, consumer, entry, positive=True):
         """A consumer acked (or nacked) an entry for good."""
         self.acked += 1
         self._outstanding -= 1
+        if entry.record is not None and not (entry.shared and self._held_elsewhere(entry)):
+            self._settle(entry, "acked" if positive else "nacked", consumer.client.door)
         if self.wait_for_ack:
             self.dispatch()
 
@@ -322,11 +396,16 @@ class Queue:
                 entry = lane.popleft()
                 self.bytes -= entry.message.size
                 entry.notify("dropped", None, "cleared")
+                self._settle(entry, "removed")
         if not (self.priority or self.entries):
             self.bytes = 0
 
     def _keep_latest(self):
         latest = self.entries[-1] if self.entries else (self.priority[-1] if self.priority else None)
+        for lane in (self.priority, self.entries):
+            for entry in lane:
+                if entry is not latest:
+                    self._settle(entry, "removed")
         self.entries.clear()
         self.priority.clear()
         self.bytes = 0
@@ -428,7 +507,8 @@ class Queue:
 
     def _dispatch_rotating(self):
         consumers, priority, entries = self.consumers, self.priority, self.entries
-        if len(consumers) == 1 and not priority and not self.wait_for_ack and self.shortcuts:
+        if (len(consumers) == 1 and not priority and not self.wait_for_ack and self.shortcuts
+                and self.journal is None):
             self._drain(consumers[0])
         wait = self.wait_for_ack
         while priority or entries:
@@ -501,6 +581,8 @@ class Queue:
                     entry.shared = True
                     for c in takers:
                         self._hand(c, entry)
+                    if entry.record is not None and not self._held_elsewhere(entry):
+                        self._settle(entry, "acked")
             lane.extendleft(reversed(kept))
 
     def _takers(self, subject):
@@ -513,6 +595,7 @@ class Queue:
         if not receivers:
             self.dropped += 1
             entry.notify("dropped", None, "no-consumers")
+            self._settle(entry, "removed")
             return
         if self.only_first:
             receivers = [next((c for c in receivers if c.ready()), receivers[0])]
@@ -520,6 +603,8 @@ class Queue:
             entry.shared = True
         for c in receivers:
             self._hand(c, entry)
+        if entry.shared and entry.record is not None and not self._held_elsewhere(entry):
+            self._settle(entry, "acked")
 
     def _drain(self, c):
         """The backlog to a lone auto-ack consumer without credit (a paused consumer
@@ -556,6 +641,8 @@ class Queue:
             if self.ack_timeout:
                 self._ack_deadlines.append((self.broker.clock.now() + self.ack_timeout, c, entry,
                                             entry.retry))
+        elif entry.record is not None and not entry.shared:
+            self.journal.settle(entry, "acked", c.client.door)
         c.deliver(c, entry)
         observer = entry.observer
         if observer is not None:
@@ -582,6 +669,7 @@ class Queue:
                 if expires is not None and expires <= now:
                     self.expired += 1
                     entry.notify("dropped", None, "expired")
+                    self._settle(entry, "expired")
                     continue
                 taken.append(entry)
                 if clear and len(taken) == count:
@@ -592,6 +680,8 @@ class Queue:
             self.clear(clear)
         for entry in taken:
             self._track(consumer, entry)
+            if entry.record is not None and not consumer.manual_ack:
+                self.journal.settle(entry, "acked", consumer.client.door)
         return taken
 
     def _track(self, c, entry):
@@ -625,6 +715,7 @@ class Queue:
                 self.bytes -= entry.message.size
                 self.expired += 1
                 entry.notify("dropped", None, "expired")
+                self._settle(entry, "expired")
 
     # -- deletion -------------------------------------------------------------------------
     def close(self):
@@ -639,6 +730,7 @@ class Queue:
                 self._outstanding -= 1
                 self.dropped += 1
                 entry.notify("dropped", consumer, "deleted")
+                self._settle(entry, "removed")
             if consumer.on_cancel is not None:
                 consumer.on_cancel(consumer)
         self.clear()

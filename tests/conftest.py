@@ -24,10 +24,12 @@ class RunningBroker:
     LOOPBACK = {"mqks": "tcp:0:interface=127.0.0.1", "twino": "tcp:0:interface=127.0.0.1",
                 "malamute": "tcp://127.0.0.1:*", "admin": "tcp:0:interface=127.0.0.1"}
 
-    def __init__(self, overrides=None):
+    def __init__(self, overrides=None, data_dir=None):
         cfg = {door: {"listen": [endpoint]} for door, endpoint in self.LOOPBACK.items()}
         for door, values in (overrides or {}).items():
             cfg.setdefault(door, {}).update(values)
+        if data_dir is not None:
+            cfg["data_dir"] = str(data_dir)
         self.config = configuration.load(overrides=cfg)
         self.clock = task.Clock()
         self.clock.advance(START)

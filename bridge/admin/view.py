@@ -172,8 +172,8 @@ class AdminView:
             "dropped": queue.dropped,
             "expired": queue.expired,
             "rates": {key: _round(rates.get(key, 0.0)) for key in ("publish", "deliver", "ack")},
-            "durable": False,            # durable queues and their journals: issue 13
-            "journal_bytes": None,
+            "durable": queue.journal is not None,
+            "journal_bytes": queue.journal.bytes if queue.journal is not None else None,
         }
 
     # -- streams, mailboxes, channels -----------------------------------------------------------

@@ -7,6 +7,7 @@ bounded line length, a safe `_eval`).
 """
 import random
 import string
+from functools import partial
 
 from twisted.internet import protocol
 from twisted.logger import Logger
@@ -134,10 +135,20 @@ class MqksDoor:
 
     # -- actions -----------------------------------------------------------------------
     def publish(self, conn, req_id, data, confirm):
+        """`--confirm`: the `ok` says the event is stored. When it reached a durable queue
+        that is once its records are on disk (core.storage); a connection's confirmations
+        keep their order, so one that follows a waiting one waits with it."""
         event, body = parse_publish(data)
         conn.traffic.messages_in += 1
+        storage = self.broker.storage
+        before = storage.appended
         if self.publish_plain(conn, req_id, event, body) is not False and confirm:
-            conn.write(ok(req_id))
+            if storage.appended != before:
+                conn.confirm_after = storage.appended
+            if conn.confirm_after > storage.durable:
+                storage.when_stored(conn.confirm_after, partial(conn.write, ok(req_id)))
+            else:
+                conn.write(ok(req_id))
 
     def publish_plain(self, conn, req_id, event, body):
         """The hot path: one Message, relayable raw tail, routed by exact subject.
@@ -178,6 +189,7 @@ class MqksDoor:
         if setting_changed:
             queue.when_unused = when_unused
         if bindings_changed or setting_changed:
+            self.broker.emit("queue-defined", queue=queue)     # durable definitions
             others = list(queue.consumers)
             if add:
                 others.append(consumer)
@@ -194,6 +206,7 @@ class MqksDoor:
         if self.stream.set_bindings(name, map(to_name, new_events), conn.client):
             queue = self.broker.queues.get(name)
             if queue is not None:
+                self.broker.emit("queue-defined", queue=queue)
                 self._send_updates(queue_raw, new_events, queue.when_unused, queue.consumers)
         if confirm:
             conn.write(ok(req_id))
@@ -256,7 +269,12 @@ class MqksDoor:
             conn.write(ok(req_id))
 
     def ping(self, conn, req_id, data, confirm):
-        conn.write(ok(req_id, data))
+        """A pong follows the confirmations before it (clients use ping as a barrier)."""
+        storage = self.broker.storage
+        if conn.confirm_after > storage.durable:
+            storage.when_stored(conn.confirm_after, partial(conn.write, ok(req_id, data)))
+        else:
+            conn.write(ok(req_id, data))
 
     def eval(self, conn, req_id, data, confirm):
         expression = parse_eval(data)
@@ -304,6 +322,7 @@ class MqksConnection(protocol.Protocol):
 
     def __init__(self, door):
         self.door = door
+        self.confirm_after = 0       # storage sequence the last waiting confirmation needs
 
     @staticmethod
     def refusal():

@@ -232,6 +232,7 @@ class TwinoConnection(protocol.Protocol):
         """Over max_connections: the hello answer a busy server gives (echo + 503), written
         before the hello is read so the connection costs nothing while it waits."""
         return PROTOCOL + encode(refused(ResultCode.BUSY, new_id()))
+        self.confirm_after = 0       # storage sequence the last waiting producer ack needs
 
     def connectionMade(self):
         door = self.door

@@ -1,5 +1,7 @@
 """Twino event subscriptions (Event frames, ct 1 subscribe / 0 unsubscribe) fed by the core's
 lifecycle events, so clients of every door show up in ClientConnected and the like."""
+from functools import partial
+
 from twisted.logger import Logger
 
 from mqksbridge.protocols.twino.codec import Header, encode
@@ -123,8 +125,17 @@ class TwinoEvents:
             priority_messages=len(queue.priority) if queue else 0,
             messages=len(queue.entries) if queue else 0, node=self.door.settings["node"]))
 
-    def produced(self, state, message, client):
-        self._notify((MESSAGE_PRODUCED, state.channel, state.id), message_event(
-            channel=state.channel, queue=state.id, id=message.id, saved=len(state.queue) > 0,
+    def produced(self, state, message, client, stored=None):
+        """MessageProduced. `stored` is the storage sequence of the push's records when it
+        reached a durable queue: the event then says Saved once they are on disk, and is
+        sent only then."""
+        event = message_event(
+            channel=state.channel, queue=state.id, id=message.id,
+            saved=stored is not None or len(state.queue) > 0,
             producer_id=client.id, producer_name=client.name or None,
-            producer_type=client.type or None))
+            producer_type=client.type or None)
+        key = (MESSAGE_PRODUCED, state.channel, state.id)
+        if stored is None:
+            self._notify(key, event)
+        else:
+            self.door.broker.storage.when_stored(stored, partial(self._notify, key, event))

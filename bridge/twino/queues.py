@@ -13,6 +13,7 @@ delivery only flips the FirstAcquirer and PendingAcknowledge bits. Foreign messa
 through bridge.convert.twino.
 """
 import fnmatch
+from functools import partial
 
 from mqksbridge.bridge.convert import Unrepresentable, dropped
 from mqksbridge.bridge.convert.twino import from_frame, queue_delivery
@@ -30,7 +31,13 @@ from mqksbridge.protocols.twino.names import valid_name
 
 # The core mode of each Twino queue status (index = the server's QueueStatus number).
 STATUS_MODES = (BROADCAST, PUSH_ALL, ROUND_ROBIN, PULL, CACHE, PAUSED, STOPPED)
-POLICIES = ("received", "sent", "relay")
+POLICIES = ("received", "saved", "sent", "relay")
+# The persistent delivery handler's producer-ack decisions (Twino 3.7's Twino.MQ.Data):
+# None, AfterReceived, AfterSaved, AfterConsumerAckReceived, as our policy words.
+PERSISTENT = "persistent"
+DECISIONS = {"none": "none", "afterreceived": "received", "received": "received",
+             "aftersaved": "saved", "saved": "saved", "afterconsumerackreceived": "relay",
+             "acknowledge": "relay", "relay": "relay"}
 _CLEAR = {"all": "all", "high-priority": "priority", "default-priority": "regular"}
 DOOR = "twino"
 
@@ -39,7 +46,8 @@ class TwinoQueue:
     """What Twino knows about one core queue beyond the core's own options."""
 
     __slots__ = ("queue", "name", "channel", "id", "raw_door", "tag", "request_ack",
-                 "message_timeout", "use_message_id", "hide_names", "policy", "nacks",
+                 "message_timeout", "use_message_id", "hide_names", "policy", "persistent",
+                 "nacks",
                  "last_received", "produced")
 
     def __init__(self, channel, queue_id, name, policy):
@@ -54,9 +62,18 @@ class TwinoQueue:
         self.use_message_id = True
         self.hide_names = False
         self.policy = policy
+        self.persistent = False              # the persistent delivery handler: durable
         self.nacks = 0
         self.last_received = 0.0
         self.produced = {}                   # MessageProduced subscribers: conn -> None
+
+    def options(self):
+        """The Twino-side options as `apply` takes them (definitions across restarts)."""
+        return {"request_acknowledge": self.request_ack,
+                "message_timeout": round(self.message_timeout * 1000),
+                "use_message_id": self.use_message_id, "hide_client_names": self.hide_names,
+                "message_delivery_handler": f"{PERSISTENT}:{self.policy}" if self.persistent
+                else self.policy, "tag": self.tag}
 
     @property
     def status(self):
@@ -93,8 +110,12 @@ class TwinoQueue:
             elif key == "message_size_limit":
                 core["max_message_size"] = int(value) or None
             elif key in ("message_delivery_handler", "delivery_handler"):
-                if str(value).lower() in POLICIES:
-                    self.policy = str(value).lower()
+                word = str(value).strip().lower()
+                decision = persistent_decision(word)
+                if decision is not None:
+                    self.persistent, self.policy = True, decision
+                elif word in POLICIES:
+                    self.policy = word
             elif key == "tag":
                 self.tag = value
         return core
@@ -109,6 +130,15 @@ class Member:
 
     def __init__(self, conn, state):
         self.conn, self.state = conn, state
+
+
+def persistent_decision(word):
+    """The producer-ack policy a persistent handler name asks for, or None when the name
+    is not one: `persistent` (AfterSaved) or `persistent:<decision>` (specs/twino.md)."""
+    name, _, decision = word.partition(":")
+    if name != PERSISTENT:
+        return None
+    return DECISIONS.get(decision.replace("-", "").replace("_", "") or "saved")
 
 
 def relayed(message):
@@ -311,7 +341,9 @@ class TwinoQueues:
         state = TwinoQueue(channel.name, queue_id, name, self.policy_for(name))
         core = state.apply({**channel.defaults, **options})
         mode = core.pop("mode", PUSH_ALL)
-        state.queue = self.broker.queue(name, mode=mode, attrs={"twino": state}, **core)
+        state.queue = self.broker.queue(name, mode=mode,
+                                        attrs={"twino": state, "durable": state.persistent},
+                                        **core)
         return state, 0
 
     def state_of(self, queue):
@@ -345,6 +377,9 @@ class TwinoQueues:
             queue.configure(**core)
         if mode is not None and mode != queue.mode:
             queue.set_mode(mode)
+        if state.persistent:
+            queue.attrs["durable"] = True
+        self.broker.emit("queue-defined", queue=queue)
 
     def forget(self, queue):
         state = queue.attrs.get("twino")
@@ -385,7 +420,11 @@ class TwinoQueues:
         request_ack, make_ids = state.request_ack, state.use_message_id
         now = conn.last_seen                 # the time of this read
         expires_at = now + state.message_timeout if state.message_timeout else None
-        observed, relay = state.policy != "received", state.policy == "relay"
+        policy = state.policy
+        relay = policy == "relay"
+        observed = relay or policy == "sent"
+        stored = policy == "received" or policy == "saved"
+        storage = self.broker.storage
         pull, produced = queue.mode == PULL, state.produced
         put, write, client = queue.put_message, conn.write, conn.client
         received = queue.received
@@ -416,15 +455,25 @@ class TwinoQueues:
                 if frame.pending_ack and wire_id is not None:
                     if observed:
                         put(message, ProducerAck(conn, wire_id, state, relay), client)
-                    else:
+                    elif stored:        # once what the put made durable is on disk
+                        before = storage.appended
                         put(message, None, client)
-                        write(encode(server_ack(wire_id, state.channel, queue_id)))
+                        ack = encode(server_ack(wire_id, state.channel, queue_id))
+                        if storage.appended != before:
+                            conn.confirm_after = storage.appended
+                        if conn.confirm_after > storage.durable:
+                            storage.when_stored(conn.confirm_after, partial(conn.write, ack))
+                        else:
+                            write(ack)
+                    else:               # the persistent handler's decision None
+                        put(message, None, client)
                 else:
                     put(message, None, client)
                 if frame.headers:
                     self.copies(conn, frame, state)
                 if produced:
-                    self.door.events.produced(state, message, client)
+                    self.door.events.produced(state, message, client,
+                                              storage.appended if queue.journal else None)
             except Exception:
                 self.door.failed(conn, frame)
         if queue.received != received:      # not when every push was refused

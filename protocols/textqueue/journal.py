@@ -48,6 +48,7 @@ SETTLE_CODES = {
     "x": ("expired", "!"),
     "r": ("removed", "!"),
     "m": ("moved", "#"),
+    "n": ("nacked", "!"),
 }
 _CODE_OF = {reason: (code, control) for code, (reason, control) in SETTLE_CODES.items()}
 STATUSES = {"-": "queued", "=": "done", "!": "error", "#": "comment"}
@@ -192,20 +193,23 @@ def _sender_lines(key):
     return lines
 
 
-def encode_message(message, *, base_ms=0, status="-", retry=0, settled=None) -> bytes:
+def encode_message(message, *, base_ms=0, status="-", retry=0, settled=None,
+                   moved=None) -> bytes:
     """One journal record for `message` (a core Message, an Envelope, or anything with
     their attributes). `base_ms` is the segment's `created` (0: absolute times);
-    `status`, `retry` and `settled` (a Settle) are the mutable state to start with."""
+    `status`, `retry` and `settled` (a Settle) are the mutable state to start with.
+    `moved`, a (segment, offset) pair, marks a copy that compaction carried forward from
+    that place (see `moved_from`)."""
     if status not in STATUSES:
         raise TextQueueError(f"not a journal status: {status!r}")
-    fixed = encode_fields(message, base_ms)
+    fixed = encode_fields(message, base_ms, moved)
     settle = b"" if settled is None else _settle_value(settled.reason, settled.at,
                                                        _ms(message.created_at), settled.door)
     return b"%s%s\\r=%-3d\n\\e=%-8s\n\\c=%s\n" % (
         status.encode(), fixed, min(max(retry, 0), RETRY_MAX), settle, _checksum(fixed))
 
 
-def encode_fields(message, base_ms=0) -> bytes:
+def encode_fields(message, base_ms=0, moved=None) -> bytes:
     """The immutable part of a journal record: the body after the control character and
     the variables `i` to `frames`, each line ending in LF. Other writers of message
     records (the TextQueue door's outbox) add their own control character and tail."""
@@ -239,6 +243,8 @@ def encode_fields(message, base_ms=0) -> bytes:
         out += (b"\\headers=", b"&".join([_pct(k, b"&=") + b"=" + _pct(v, b"&=")
                                           for k, v in message.headers.items()]), b"\n")
     out.append(coding)
+    if moved is not None:
+        out.append(b"\\moved=%d.%d\n" % moved)
     return b"".join(out)
 
 
@@ -379,7 +385,7 @@ def _created_ms(variables, base_ms):
 _LAYOUT = re.compile(
     rb"([-=!#])([^\n]*(?:\n [^\n]*)*)"
     rb"(?:\n\\i=([^\n]*))?(?:\n\\s=([^\n]*))?(?:\n\\f=([^\n]*))?\n\\t=([^\n]*)"
-    rb"((?:\n\\(?:ttl|priority|tracker|headers|enc|frames)=[^\n]*)*)"
+    rb"((?:\n\\(?:ttl|priority|tracker|headers|enc|frames|moved)=[^\n]*)*)"
     rb"\n\\r=([^\n]*)\n\\e=([^\n]*)\n\\c=[^\n]*")
 _NO_VARIABLES = {}.get
 
@@ -531,6 +537,19 @@ def whole_tail(incomplete) -> Optional[Record]:
     return record if verify(record) else None
 
 
+def moved_from(record) -> Optional[tuple]:
+    """(segment, offset) of the record this one is a compaction copy of, or None. The
+    place, not the id, names the original: ids may repeat (a Twino producer chooses its
+    own), places never do."""
+    value = _variable(_raw(record), b"moved")
+    if value is None:
+        return None
+    segment, dot, offset = value.rstrip(b" ").partition(b".")
+    if not dot:
+        raise TextQueueError(f"moved is not segment.offset: {value!r}")
+    return _int(segment, "moved segment"), _int(offset, "moved offset")
+
+
 def decode_header(record) -> Optional[Header]:
     """The segment header a `#` record holds, or None when it is not one."""
     if not isinstance(record, Record):
@@ -591,6 +610,18 @@ def settle_edit(places: Places, reason: str, settled_at: float, created_at: floa
     settled it when given (a DOOR_LETTERS name), and the time since `created_at`."""
     return _fit(places.settle, places.settle_width,
                 _settle_value(reason, settled_at, _ms(created_at), door))
+
+
+def settle_fresh(record: bytes, reason: str, settled_at: float, created_at: float,
+                 door: Optional[str] = None) -> bytes:
+    """A record `encode_message` just made, settled: the bytes `settle_edits` would leave,
+    made in one copy (a broker that settles a message before its record is written
+    writes it settled)."""
+    code = _CODE_OF.get(reason)
+    if code is None:
+        raise TextQueueError(f"unknown settle reason {reason!r}")
+    stamp = _settle_value(reason, settled_at, _ms(created_at), door)
+    return b"%s%s%-8s%s" % (code[1].encode(), record[1:-19], stamp, record[-11:])
 
 
 def settle_edits(places: Places, reason: str, settled_at: float, created_at: float,

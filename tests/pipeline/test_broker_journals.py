@@ -29,7 +29,8 @@ WAIT = 30
 @pytest.fixture
 def durable_broker(tmp_path):
     settings = tmp_path / "mqksbridge.toml"
-    settings.write_text('[durability]\nqueues = ["jobs", "orders.*", "bin/1"]\nfsync = "always"\n')
+    settings.write_text('[durability]\nqueues = ["jobs", "orders.*", "bin/1"]\nfsync = "always"\n'
+                        '[twino]\nproducer_ack = [["bin/*", "saved"]]\n')   # acked once on disk
     broker = BrokerProcess(tmp_path, doors=("mqks", "malamute", "twino"),
                            args=["--config", str(settings)])
     broker.start()

@@ -339,3 +339,41 @@ def test_encode_fields_is_the_record_between_its_control_character_and_its_tail(
             ours.tracker, ours.priority, ours.created_at, ours.expires_at) == (
         theirs.id, theirs.subject, theirs.frames, theirs.headers, theirs.sender,
         theirs.origin, theirs.tracker, theirs.priority, theirs.created_at, theirs.expires_at)
+
+
+@given(envelopes(), st.integers(0, 10**6), st.integers(0, 10**12))
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+def test_a_compaction_copy_names_its_original_place(env, segment_no, offset):
+    """`moved` is immutable (the checksum covers it), decodes like any record (the fast
+    layout and the general path agree), and fresh_places still finds the mutable tail."""
+    record = journal.encode_message(env, base_ms=BASE, status=env.status, retry=env.retry,
+                                    settled=env.settled, moved=(segment_no, offset))
+    assert journal.moved_from(record) == (segment_no, offset)
+    assert journal.decode(record, BASE) == expected(env)
+    assert journal._decode_any(journal._raw(record), BASE) == expected(env)
+    assert journal.verify(record)
+    assert journal.fresh_places(0, len(record)) == journal.places_of(Record(0, record))
+    assert not journal.verify(record.replace(b"\\moved=%d." % segment_no,
+                                             b"\\moved=%d." % (segment_no + 1)))
+    assert journal.moved_from(journal.encode_message(env)) is None
+
+
+def test_a_nack_settles_as_an_error():
+    places = journal.fresh_places(0, len(journal.encode_message(TYPICAL)))
+    edits = journal.settle_edits(places, "nacked", TYPICAL.created_at + 2, TYPICAL.created_at)
+    assert [e.data for e in edits] == [b"!", b"n2000   "]
+
+
+@given(envelopes(), st.sampled_from(sorted(journal._CODE_OF)), st.integers(0, 10**12),
+       st.sampled_from([None, *sorted(journal.DOOR_LETTERS.values())]))
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+def test_settling_a_fresh_record_in_one_copy_equals_the_edits(env, reason, after, door):
+    record = journal.encode_message(env, base_ms=BASE, retry=env.retry)
+    settled_at = env.created_at + after / 1000
+    edited = bytearray(record)
+    for edit in journal.settle_edits(journal.fresh_places(0, len(record)), reason,
+                                     settled_at, env.created_at, door):
+        edited[edit.offset:edit.offset + len(edit.data)] = edit.data
+    assert journal.settle_fresh(record, reason, settled_at, env.created_at,
+                                door) == bytes(edited)
+    assert journal.decode(bytes(edited), BASE).settled.door == door

@@ -96,7 +96,7 @@ def test_a_notification_that_cannot_be_made_costs_only_that_notification(
     assert "someone" in harness.doors["malamute"].owners
     mqks = harness.mqks()
     assert mqks.request("p ping x") == ["p ok x"]
-    assert heard == ["client-connected", "client-connected"]
+    assert [e for e in heard if e.startswith("client-")] == ["client-connected"] * 2
     assert watcher.frames() == [] and not peer.closed
     assert len(logged_failures) == 2
 

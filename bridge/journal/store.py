@@ -1,0 +1,266 @@
+"""One durable queue's journal: the core's journal interface (core.journal) on segment files.
+
+A record is appended when a message is put on the queue (`put`); its `Slot` (segment,
+offset, size) rides on the core Entry (`entry.record`) so that later edits find it
+without a lookup: a requeue rewrites the retry counter, a settlement flips the control
+character and stamps the settle field (specs/textqueue.md). Segments roll at
+`segment_size`; any segment but the current one whose records are all settled is
+retired to `archive/` (removed when the retention is 0). At each roll, an older segment with few
+live records (at most `compact_live` of a segment's size) is compacted: its live records
+are copied forward into the current segment with `\\moved=` naming their original place,
+the originals become `#` (moved) after the copies are synced, and the segment retires.
+A crash between the two leaves both on disk; recovery keeps the copy (bridge.journal
+.recovery), so nothing is lost and nothing is delivered twice.
+"""
+import os
+import time
+
+from mqksbridge.bridge.journal import layout
+from mqksbridge.bridge.journal.writer import NEVER, Segment, sync_directory
+from mqksbridge.protocols.textqueue import TextQueueError, journal as records
+
+
+class Slot:
+    """Where one entry's record is: `places` are worked out on the first edit (a record
+    read back from disk brings its own: hand edits may have changed the widths)."""
+
+    __slots__ = ("segment", "offset", "size", "places", "origin", "parts", "index")
+
+    def __init__(self, segment, offset, size, places=None, origin=None, parts=None, index=0):
+        self.segment = segment
+        self.offset = offset
+        self.size = size
+        self.places = places
+        self.origin = origin        # (segment, offset) of the first copy's original, if moved
+        self.parts = parts          # the pending batch's parts its bytes wait in (writer)
+        self.index = index          # and where
+
+    def __repr__(self):
+        return f"Slot({self.segment.number}:{self.offset}+{self.size})"
+
+
+class QueueJournal:
+    """The journal of one queue (module docstring); `queue` is the core Queue it serves
+    (compaction looks for the live entries there)."""
+
+    def __init__(self, store, name, directory, policy, next_number=1, segments=()):
+        self.store = store
+        self.writer = store.writer
+        self.name = name
+        self.directory = directory
+        self.policy = policy
+        self.segments = list(segments)     # not retired, oldest first
+        self.current = None
+        self._empty = 0
+        self.next_number = next_number
+        self.queue = None
+        self.bytes = sum(s.end for s in self.segments)   # journal bytes on disk and pending
+        self.settled = self.compactions = self.moved = 0
+
+    # -- the core's journal interface ------------------------------------------------------
+    def put(self, entry):
+        message = entry.message
+        segment = self.current
+        if segment is None:
+            segment = self._roll()
+        data = records.encode_message(message, base_ms=segment.created_ms, retry=entry.retry)
+        if segment.end + len(data) > self.store.segment_size and segment.end > self._empty:
+            segment = self._roll()
+            data = records.encode_message(message, base_ms=segment.created_ms, retry=entry.retry)
+        size = len(data)
+        offset = self.writer.append(segment, data)
+        parts = self.writer.pending.appends[segment]
+        entry.record = Slot(segment, offset, size, None, None, parts, len(parts) - 1)
+        segment.live += 1
+        segment.live_bytes += size
+        self.bytes += size
+
+    def requeued(self, entry):
+        slot = entry.record
+        if slot is not None:
+            self.writer.edit(slot.segment, *self._retry_edit(slot, entry.retry))
+
+    def settle(self, entry, reason, door=None):
+        slot = entry.record
+        if slot is None:
+            return
+        if door not in records.DOOR_LETTERS.values():
+            door = None                     # a door the stamp has no letter for
+        entry.record = None
+        segment = slot.segment
+        now = self.store.clock.seconds()
+        created = entry.message.created_at
+        if slot.parts is not None and self.writer.pending.appends.get(segment) is slot.parts:
+            self._settle_unwritten(slot, reason, now, created, door)  # written settled
+            self.settled += 1
+            self._release(slot)
+            return
+        places = self._places(slot)
+        try:
+            edits = records.settle_edits(places, reason, now, created, door)
+        except TextQueueError:              # a hand-trimmed \e= has no room for a stamp
+            edits = [records.status_edit(places, records._CODE_OF[reason][1])]
+        for edit in edits:
+            self.writer.edit(segment, edit.offset, edit.data)
+        self.settled += 1
+        self._release(slot)
+
+    @staticmethod
+    def _settle_unwritten(slot, reason, now, created, door):
+        """A record still waiting in the pending batch is settled in its bytes: one write
+        instead of a write and two edits (a message taken in the turn it came)."""
+        slot.parts[slot.index] = records.settle_fresh(slot.parts[slot.index], reason, now,
+                                                      created, door)
+
+    def adopt(self, entry):
+        """Copy a recovered record that has no room for in-place edits (typed or trimmed
+        by hand) forward with fresh room; the original becomes `#`."""
+        slot = entry.record
+        self._move(entry, slot, self.current or self._roll(compact=False), [(slot.offset, b"#")])
+
+    # -- segments ------------------------------------------------------------------------------
+    def _roll(self, compact=True):
+        """A new current segment; the old one retires if it is all settled already, and
+        older ones with few live records are compacted into the new one."""
+        old = self.current
+        number = self.next_number
+        self.next_number += 1
+        created_ms = round(self.store.clock.seconds() * 1000)
+        segment = Segment(self.directory, number, created_ms, self.policy)
+        header = records.encode_header(self.name, number, created_ms)
+        self.writer.append(segment, header, records=0)
+        self._empty = segment.end           # a segment this long holds no record yet
+        self.bytes += len(header)
+        self.segments.append(segment)
+        self.current = segment
+        if old is not None and old.live == 0:
+            self._retire(old)
+        if compact:
+            self._compact()
+        return segment
+
+    def _release(self, slot):
+        segment = slot.segment
+        segment.live -= 1
+        segment.live_bytes -= slot.size
+        if segment.live == 0 and segment is not self.current:
+            self._retire(segment)
+
+    def _retire(self, segment):
+        if segment.retired:
+            return
+        segment.retired = True
+        self.segments.remove(segment)
+        self.bytes -= segment.end
+        self.writer.after(self.store.archiver(segment))
+
+    def _compact(self):
+        """Copy the live records of old, mostly settled segments forward (module docstring)."""
+        limit = self.store.compact_live * self.store.segment_size
+        old = [s for s in self.segments if s is not self.current and s.live and
+               s.live_bytes <= limit]
+        if not old or self.queue is None:
+            return
+        chosen = {id(s) for s in old}
+        found = sorted((e for e in self.queue.live_entries()
+                        if e.record is not None and id(e.record.segment) in chosen),
+                       key=lambda e: (e.record.segment.number, e.record.offset))
+        now = self.store.clock.seconds()
+        for entry in found:
+            slot = entry.record
+            places = self._places(slot)
+            try:
+                edits = records.settle_edits(places, "moved", now, entry.message.created_at)
+            except TextQueueError:          # a hand-trimmed \e= has no room for a stamp
+                edits = [records.status_edit(places, "#")]
+            self._move(entry, slot, self.current, [(e.offset, e.data) for e in edits])
+        self.compactions += 1
+
+    def _move(self, entry, slot, segment, edits):
+        """Copy `entry`'s record to the end of `segment`, naming its original place; the
+        `edits` mark the original (they run after the copy is synced: writer)."""
+        origin = slot.origin or (slot.segment.number, slot.offset)
+        data = records.encode_message(entry.message, base_ms=segment.created_ms,
+                                      retry=entry.retry, moved=origin)
+        offset = self.writer.append(segment, data, records=0)
+        for at, data_ in edits:
+            self.writer.edit(slot.segment, at, data_)
+        entry.record = Slot(segment, offset, len(data), None, origin)
+        segment.live += 1
+        segment.live_bytes += len(data)
+        self.bytes += len(data)
+        self.moved += 1
+        self._release(slot)
+
+    # -- edits ---------------------------------------------------------------------------------
+    @staticmethod
+    def _places(slot):
+        places = slot.places
+        if places is None:
+            places = slot.places = records.fresh_places(slot.offset, slot.size)
+        return places
+
+    def _retry_edit(self, slot, retry):
+        edit = records.retry_edit(self._places(slot), retry)
+        return edit.offset, edit.data
+
+
+class Store:
+    """Every journal of the broker: their settings, the writer, and the archiver."""
+
+    def __init__(self, data_dir, writer, clock, segment_size=64 << 20, compact_live=0.25,
+                 archive_retention=7 * 86400.0, folder=layout.JOURNAL):
+        self.data_dir = data_dir
+        self.root = os.path.join(data_dir, folder)
+        self.writer = writer
+        self.clock = clock
+        self.segment_size = segment_size
+        self.compact_live = compact_live
+        self.archive_retention = archive_retention
+        self.journals = {}                  # queue name -> QueueJournal
+
+    def journal(self, name, policy):
+        """The journal of queue `name` (made on first use, its directory on first write)."""
+        journal = self.journals.get(name)
+        if journal is None:
+            directory = os.path.join(self.root, layout.queue_directory(name))
+            journal = self.journals[name] = QueueJournal(self, name, directory, policy)
+        return journal
+
+    def archiver(self, segment):
+        """Worker-thread work that retires a settled segment (module docstring)."""
+        retention = self.archive_retention
+
+        def archive():
+            if segment.fd is not None:
+                if segment.policy != NEVER:
+                    os.fdatasync(segment.fd)
+                segment.close()
+            if not os.path.exists(segment.path):
+                return
+            if retention <= 0:
+                os.unlink(segment.path)
+            else:
+                folder = os.path.join(segment.directory, layout.ARCHIVE)
+                os.makedirs(folder, exist_ok=True)
+                os.rename(segment.path, os.path.join(folder, os.path.basename(segment.path)))
+                if segment.policy != NEVER:
+                    sync_directory(folder)
+                prune(folder, retention)
+            if segment.policy != NEVER:
+                sync_directory(segment.directory)
+        return archive
+
+
+def prune(folder, retention, now=None):
+    """Remove archived segments last changed more than `retention` seconds ago."""
+    now = time.time() if now is None else now
+    for name in os.listdir(folder):
+        if layout.segment_number(name) is None:
+            continue
+        path = os.path.join(folder, name)
+        try:
+            if now - os.stat(path).st_mtime > retention:
+                os.unlink(path)
+        except FileNotFoundError:
+            pass
