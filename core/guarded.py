@@ -43,8 +43,8 @@ class GuardedQueue(Queue):
         if c.manual_ack:
             _count(c, 1)
 
-    def settled(self, consumer, entry):
-        Queue.settled(self, consumer, entry)
+    def settled(self, consumer, entry, positive=True):
+        Queue.settled(self, consumer, entry, positive)
         if consumer.manual_ack:
             _count(consumer, -1)
 

@@ -211,6 +211,7 @@ class TwinoConnection(protocol.Protocol):
         self.ping_sent = None
         self.admitted = None         # the principal counted for max_connections
         self.held = None             # while a login is checked: [events left, data read]
+        self.confirm_after = 0       # storage sequence the last waiting producer ack needs
 
     def hold(self):
         """A login is being checked: what comes meanwhile waits (reading is paused)."""
@@ -232,7 +233,6 @@ class TwinoConnection(protocol.Protocol):
         """Over max_connections: the hello answer a busy server gives (echo + 503), written
         before the hello is read so the connection costs nothing while it waits."""
         return PROTOCOL + encode(refused(ResultCode.BUSY, new_id()))
-        self.confirm_after = 0       # storage sequence the last waiting producer ack needs
 
     def connectionMade(self):
         door = self.door
