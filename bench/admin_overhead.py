@@ -40,7 +40,9 @@ def server(mqks_port, admin_port):
     overrides["mqks"] = {"listen": [f"tcp:{mqks_port}:interface=127.0.0.1"]}
     if "admin" in config.DEFAULTS:
         overrides["admin"] = {"listen": [f"tcp:{admin_port}:interface=127.0.0.1"]}
-    build(config.load(overrides=overrides), reactor)[0].startService()
+    top = build(config.load(overrides=overrides), reactor)[0]
+    top.startService()
+    reactor.addSystemEventTrigger("before", "shutdown", top.stopService)   # its threads too
     reactor.callWhenRunning(lambda: print("ready", flush=True))
     reactor.run()
 
