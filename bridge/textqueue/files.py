@@ -83,3 +83,18 @@ def append(fd, data) -> int:
         done = os.write(fd, view)
         view = view[done:]
     return os.lseek(fd, 0, os.SEEK_CUR) - len(data)
+
+
+class Directory:
+    """What inbox and outbox directories share: their files by name, told of changes
+    (a file not known yet is looked at through the subclass's `found`), closed together."""
+
+    def changed(self, name, closed):
+        file = self.files.get(name) or self.found(name)
+        if file is not None:
+            file.changed(closed)
+
+    def close(self):
+        for file in list(self.files.values()):
+            file.goodbye()
+        self.files.clear()

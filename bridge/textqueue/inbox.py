@@ -438,7 +438,7 @@ def match_key(raw):
     return b"\n\\".join(kept)
 
 
-class InboxDir:
+class InboxDir(files.Directory):
     """One inbox directory: its `*.tq` files, found by listing it at every poll (and at
     once through inotify)."""
 
@@ -503,14 +503,3 @@ class InboxDir:
                 return file
         return None
 
-    def changed(self, name, closed):
-        file = self.files.get(name)
-        if file is None:
-            file = self.found(name)
-        if file is not None:
-            file.changed(closed)
-
-    def close(self):
-        for file in list(self.files.values()):
-            file.goodbye()
-        self.files.clear()

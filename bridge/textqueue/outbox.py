@@ -460,7 +460,7 @@ class OutboxFile:
         self.goodbye()
 
 
-class OutboxDir:
+class OutboxDir(files.Directory):
     """A directory where a worker asks for a queue by making a file `NAME.tq` (NAME as an
     inbox file names a queue; `NAME@TAG.tq` for several files of one queue)."""
 
@@ -499,15 +499,6 @@ class OutboxDir:
         self.door.dirty(file)
         return file
 
-    def changed(self, name, closed):
-        file = self.files.get(name) or self.found(name)
-        if file is not None:
-            file.changed(closed)
-
-    def close(self):
-        for file in list(self.files.values()):
-            file.goodbye()
-        self.files.clear()
 
 
 def _stamp(st):
