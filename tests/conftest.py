@@ -1,4 +1,8 @@
 """Shared fixtures: a real broker in the test reactor, listening on loopback."""
+import os
+import sys
+import threading
+
 import pytest
 import pytest_twisted
 from twisted.internet import defer, reactor, task
@@ -131,3 +135,17 @@ def logged_failures():
     globalLogPublisher.addObserver(observer)
     yield seen
     globalLogPublisher.removeObserver(observer)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """A non-daemon thread still alive after the session (and after pytest-twisted stopped
+    the reactor) would keep the interpreter from exiting: CI would wait for its time limit
+    after a green summary. Name the threads and end the process with a failure instead."""
+    stuck = [t.name for t in threading.enumerate()
+             if t.is_alive() and not t.daemon and t is not threading.main_thread()]
+    if stuck:
+        sys.stderr.write(f"\nthreads left running after the tests: {stuck}\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(3)

@@ -15,6 +15,7 @@ specs/textqueue.md section 8 documents the directory layout and lifecycle.
 """
 import fnmatch
 import gc
+import threading
 
 from twisted.application import service
 from twisted.internet import defer
@@ -32,6 +33,14 @@ from mqksbridge.core.message import Entry
 log = Logger(namespace="mqksbridge.journal")
 
 
+def _daemon_thread(**kwargs):
+    """The journal's worker thread, as a daemon: a process that exits without stopping the
+    service (an embedding program, a test) must not hang on it. Nothing is lost by that:
+    a confirmation waits for its fsync, and a write cut short is a torn tail recovery
+    repairs. JournalService.stopService still drains every write and fsync first."""
+    return threading.Thread(daemon=True, **kwargs)
+
+
 class Durability:
     """The broker's durable queues (module docstring)."""
 
@@ -45,6 +54,7 @@ class Durability:
         self.max_deliveries = settings["max_deliveries"] or None
         self.suffix = settings["dead_letter_suffix"]
         self.pool = ThreadPool(1, 1, "mqksbridge-journal")
+        self.pool.threadFactory = _daemon_thread
         self.writer = GroupWriter(broker.storage, reactor, self.pool, clock, fsync_observer,
                                   run=run)
         self.store = Store(data_dir, self.writer, clock, settings["segment_size"],

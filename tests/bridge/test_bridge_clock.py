@@ -1,5 +1,6 @@
 """bridge.clock: periodic work as TimerServices on the injected clock, and the service tree
 built on a task.Clock (every sweep moves only when the clock does)."""
+import pytest_twisted
 from twisted.internet import task
 from twisted.logger import globalLogPublisher
 
@@ -57,8 +58,10 @@ def test_reactor_clock_shows_an_injected_clock_to_the_core():
     assert fired == ["x"]
 
 
-def test_the_service_tree_keeps_the_time_of_its_clock():
-    """build(config, clock=task.Clock()): the broker's sweep, and every timer, run on it."""
+@pytest_twisted.ensureDeferred
+async def test_the_service_tree_keeps_the_time_of_its_clock():
+    """build(config, clock=task.Clock()): the broker's sweep, and every timer, run on it.
+    The tree's stop is awaited: it ends the journal's worker thread."""
     clock = task.Clock()
     config = configuration.load(overrides=NO_LISTENERS)
     top, broker, doors, listeners = build(config, clock=clock)
@@ -75,5 +78,5 @@ def test_the_service_tree_keeps_the_time_of_its_clock():
         clock.advance(1)                     # the one-off timer on the same clock
         assert "u" not in broker.queues
     finally:
-        top.stopService()
+        await top.stopService()
     assert not clock.getDelayedCalls()       # every periodic service stopped with the tree
