@@ -5,6 +5,7 @@ import threading
 
 import pytest
 import pytest_twisted
+from hypothesis import HealthCheck, settings
 from twisted.internet import defer, reactor, task
 from twisted.logger import globalLogPublisher
 
@@ -16,6 +17,12 @@ from tests.support.twino import AsyncTwino
 from tests.support.wire import START, Harness
 
 __all__ = ["LineClient"]
+
+# Property tests judge results, not speed: on a loaded machine an example may take longer
+# than hypothesis' default 200 ms deadline, and that must not fail the suite.
+settings.register_profile("mqksbridge", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("mqksbridge")
 
 
 class RunningBroker:

@@ -235,10 +235,10 @@ class JournalService(service.Service):
             self.timer.startService()
 
     async def _stop(self):
-        if self.timer is not None:
-            await defer.maybeDeferred(self.timer.stopService)
         writer = self.durability.writer
-        writer.sync_interval()
+        if self.timer is not None:           # the interval policy: a last sync of its own
+            await defer.maybeDeferred(self.timer.stopService)
+            writer.sync_interval()
         await writer.flush()
         self.durability.pool.stop()
 

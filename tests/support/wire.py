@@ -44,7 +44,14 @@ class Harness:
         for wire in self.wires:          # the door hung up: the socket would be gone now
             if wire.transport.disconnecting and not wire.lost:
                 wire.close()
-        self.top.stopService()
+        stopping = self.top.stopService()
+        self.clock.advance(0)
+        self.clock.advance(self.top.timeout)     # the ordered shutdown's bound, on our clock
+        outcome = []
+        stopping.addBoth(outcome.append)
+        assert outcome, "the service tree did not stop within its shutdown timeout"
+        if isinstance(outcome[0], Failure):
+            outcome[0].raiseException()
 
     def turn(self):
         """Reactor turns until nothing is due now: whatever the doors batched is written
