@@ -7,6 +7,7 @@ data pipeline all use it). See specs/textqueue.md.
 - `encode_record`, `variable`, `flip`, `rewrite`, `merge_edits`, `flip_queued`: the writer
   and in-place edits.
 - `journal`: our message-per-record layout (encode_message, decode, verify, edits).
+- `scan_queued`: the queued records of a journal segment in bulk, for recovery (queued).
 """
 from mqksbridge.protocols.textqueue.parser import Parser
 from mqksbridge.protocols.textqueue.records import (
@@ -15,9 +16,10 @@ from mqksbridge.protocols.textqueue.records import (
 from mqksbridge.protocols.textqueue.scan import Scan, record_start, record_start_in, scan
 from mqksbridge.protocols.textqueue.writer import (
     Edit, encode_record, flip, flip_queued, merge_edits, rewrite, variable)
+from mqksbridge.protocols.textqueue.queued import QueuedScan, scan_queued
 
 __all__ = [
-    "Parser", "scan", "Scan", "record_start", "record_start_in",
+    "Parser", "scan", "Scan", "record_start", "record_start_in", "scan_queued", "QueuedScan",
     "Record", "Variable", "Problem", "Damage", "Incomplete", "TextQueueError",
     "encode_record", "variable", "flip", "rewrite", "Edit", "merge_edits", "flip_queued",
     "DEFAULT_MAX_RECORD", "NUL", "UTF8", "CR", "ORDER", "ORPHAN", "TOO_LONG",
