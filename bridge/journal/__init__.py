@@ -28,7 +28,6 @@ from mqksbridge.bridge.journal.definitions import Definitions
 from mqksbridge.bridge.journal.recovery import recover
 from mqksbridge.bridge.journal.store import Store
 from mqksbridge.bridge.journal.writer import INTERVAL, GroupWriter
-from mqksbridge.core.message import Entry
 
 log = Logger(namespace="mqksbridge.journal")
 
@@ -139,7 +138,7 @@ class Durability:
         for name, recovered in found.items():
             self.problems += recovered.problems
             queue = self.broker.queues.get(name)
-            if queue is None and not recovered.items:
+            if queue is None and not recovered.entries:
                 self._retire_all(name, recovered, self.store)   # a deleted queue's journal
                 continue
             if queue is None:
@@ -153,7 +152,7 @@ class Durability:
                                     dead_letter=name + self.suffix)
                 queue.attach_journal(journal)
             queue.restore(entries)
-            self._settle_in(journal, entries)
+            self._settle_in(journal, recovered)
             counts[name] = len(entries)
             log.info("journal: queue {name!r} recovered with {n} messages from {s} segments",
                      name=name, n=len(entries), s=len(recovered.segments))
@@ -166,7 +165,7 @@ class Durability:
         found = recover(self.mail_store.root, lambda name: self.policy)
         for name, recovered in found.items():
             self.problems += recovered.problems
-            if not recovered.items:
+            if not recovered.entries:
                 self._retire_all(name, recovered, self.mail_store)
                 continue
             journal, entries = self._reopen(self.mail_store, recovered, self.policy)
@@ -175,7 +174,7 @@ class Durability:
             if mailbox.journal is None:
                 mailbox.attach_journal(journal)
             mailbox.recovered(entries)
-            self._settle_in(journal, entries)
+            self._settle_in(journal, recovered)
             log.info("journal: mailbox {name!r} recovered with {n} messages", name=name,
                      n=len(entries))
 
@@ -188,20 +187,15 @@ class Durability:
         journal.bytes = sum(s.end for s in recovered.segments)
         for segment in recovered.segments:
             segment.open()
-        entries = []
-        for message, retry, slot in recovered.items:
-            entry = Entry(message, retry)
-            entry.record = slot
-            entries.append(entry)
         for segment, offset, size in recovered.superseded:
             self.writer.edit(segment, offset, b"#")
-        return journal, entries
+        return journal, recovered.entries
 
-    def _settle_in(self, journal, entries):
+    def _settle_in(self, journal, recovered):
         """After recovery: records typed without room for edits get it; segments with
         nothing live retire."""
-        for entry in entries:
-            if entry.record is not None and entry.record.places is None:
+        for entry in recovered.unplaced:
+            if entry.record is not None:
                 journal.adopt(entry)
         for segment in list(journal.segments):
             if segment.live == 0:

@@ -1,7 +1,7 @@
 """Reading journals back at start: every durable queue's live records, in order.
 
 For each queue directory under `<data_dir>/journal/`, its segments are read oldest
-first (one read and one `scan` each). What is kept:
+first (one read and one `scan_queued` each). What is kept:
 
 - `-` records whose checksum verifies (or that an operator marked `\\c=-`), in the order
   of their original place: a compaction copy (`\\moved=S.O`) stands where its original
@@ -19,31 +19,42 @@ touched. Work files (`.*.tmp`) are removed. A segment left with no record at all
 header torn) is removed.
 
 This runs once at start, before any listener accepts, on the reactor thread: nothing
-else runs yet.
+else runs yet. A million queued records must come back in seconds, so a segment whose
+records are all fresh (as we wrote them, checksum verified: protocols.textqueue.queued)
+becomes entries list by list, each message a LazyMessage decoded when it is first used;
+every other record is checked and decoded one by one, as it always was.
 """
 import os
+from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from twisted.logger import Logger
 
 from mqksbridge.bridge.journal import layout
+from mqksbridge.bridge.journal.lazy import LazyMessage
 from mqksbridge.bridge.journal.store import Slot
 from mqksbridge.bridge.journal.writer import Segment
 from mqksbridge.core import Message
-from mqksbridge.protocols.textqueue import Record, TextQueueError, journal as records, scan
+from mqksbridge.core.message import Entry
+from mqksbridge.protocols.textqueue import Record, TextQueueError, journal as records
+from mqksbridge.protocols.textqueue.queued import scan_queued
 
 log = Logger(namespace="mqksbridge.journal")
 
 _TAIL = b"\\r="
+_PLUS_ONE = (1).__add__
 
 
 @dataclass
 class Recovered:
-    """One queue's journal as found: `items` are (Message, retry, Slot) in queue order."""
+    """One queue's journal as found: `entries` are its core Entries in queue order, each
+    with its Slot as `record`; `unplaced` those of them with no room for in-place edits."""
     name: str
     directory: str
     segments: list
-    items: list = field(default_factory=list)
+    entries: list = field(default_factory=list)
+    unplaced: list = field(default_factory=list)
     next_number: int = 1
     superseded: list = field(default_factory=list)   # (Segment, offset, size): flip to '#'
     problems: list = field(default_factory=list)      # what was left out, for logs and tests
@@ -88,22 +99,22 @@ def recover_queue(directory, policy_of):
     if not numbers:
         return None
     result = Recovered(None, directory, [], next_number=numbers[-1] + 1)
-    candidates = []         # (origin, Segment, offset, raw, moved)
+    blocks = []             # (Segment, base, QueuedScan) of each segment taken
     copies = {}             # origin -> (segment number, offset) of the newest copy
+    moved = {}              # (segment number, offset) of a queued copy -> its origin
     for number in numbers:
         path = os.path.join(directory, layout.segment_name(number))
         with open(path, "rb") as f:
             data = f.read()
-        found = scan(data)
+        queued = scan_queued(data)
+        found = queued.scan
         offsets, raws = found.offsets, found.raws
-        tail = found.incomplete
-        if tail is not None:
-            whole = records.whole_tail(tail)
-            if whole is None:
-                _truncate(path, tail.offset, result)
-                data = data[:tail.offset]
-            else:
-                offsets, raws = offsets + [whole.offset], raws + [whole.raw]
+        end = len(data)
+        if queued.tail is not None:
+            offsets, raws = offsets + [queued.tail.offset], raws + [queued.tail.raw]
+        elif found.incomplete is not None:
+            end = found.incomplete.offset
+            _truncate(path, end, result)
         for damage in found.damages:
             result.problems.append(f"{path}:{damage.offset}: damaged ({damage.kind}), skipped")
         header = records.decode_header(Record(offsets[0], raws[0])) if raws else None
@@ -121,76 +132,159 @@ def recover_queue(directory, policy_of):
             if header.layout != records.LAYOUT:
                 result.problems.append(f"{path}: layout {header.layout} unknown, left out")
                 continue
-        segment = Segment(directory, number, base, None, end=len(data))
-        result.segments.append((segment, base))
-        has_copies = b"\\moved=" in data
-        for i in range(first, len(raws)):
-            raw = raws[i]
-            moved = None
-            if has_copies and b"\\moved=" in raw:
-                moved = records.moved_from(raw)
-                place = (number, offsets[i])
-                if copies.get(moved, (0, -1)) < place:
-                    copies[moved] = place
-            if raw[:1] == b"-":
-                candidates.append((moved or (number, offsets[i]), segment, offsets[i], raw,
-                                   moved))
+        segment = Segment(directory, number, base, None, end=end)
+        result.segments.append(segment)
+        blocks.append((segment, base, queued))
+        if b"\\moved=" in data:
+            for i in range(first, len(raws)):
+                raw = raws[i]
+                if b"\\moved=" in raw:
+                    origin = records.moved_from(raw)
+                    place = (number, offsets[i])
+                    if copies.get(origin, (0, -1)) < place:
+                        copies[origin] = place
+                    if raw[:1] == b"-":
+                        moved[place] = origin
     if result.name is None:
         result.problems.append(f"{directory}: no segment names its queue; left out")
         _log(result)
         return None
     policy = policy_of(result.name)
-    bases = {}
-    for segment, base in result.segments:
+    for segment in result.segments:
         segment.policy = policy
-        bases[segment.number] = base
-    result.segments = [s for s, _ in result.segments]
-    if copies:                  # only copies stand elsewhere than in file order
-        candidates.sort(key=_origin)
-    for origin, segment, offset, raw, moved in candidates:
-        newest = copies.get(origin)
-        if newest is not None and newest != (segment.number, offset):
-            result.superseded.append((segment, offset, len(raw) + 1))
-            result.problems.append(f"{segment.path}:{offset}: superseded by the copy at "
-                                   f"{newest[0]}:{newest[1]}, flipped to '#'")
-            continue
-        state = records.checksum_state(raw)
-        if state not in ("ok", "edited"):
-            result.problems.append(f"{segment.path}:{offset}: checksum {state}, left out")
-            continue
-        try:
-            env = records.decode(raw, bases[segment.number])
-        except TextQueueError as exc:
-            result.problems.append(f"{segment.path}:{offset}: {exc}, left out")
-            continue
-        size = len(raw) + 1
-        slot = Slot(segment, offset, size, _places(offset, raw, size), moved)
-        message = Message(env.id, env.subject, env.frames, env.headers, env.sender,
-                          env.origin, env.tracker, env.priority, env.expires_at,
-                          env.created_at)
-        result.items.append((message, env.retry, slot))
-        segment.live += 1
-        segment.live_bytes += size
+    touched = {place[0] for place in copies} | {place[0] for place in moved}
+    kept, copied = [], []
+    for block in blocks:
+        if block[0].number in touched:
+            kept.append(_admit_one_by_one(result, block, copies, moved, copied))
+        else:
+            kept.append(_admit(result, block))
+    result.entries = _in_order(kept, copied)
     _log(result)
     return result
 
 
-def _origin(candidate):
-    return candidate[0]
+def _admit(result, block):
+    """(segment number, offsets, entries) of one segment's queued records that come back,
+    in file order, for a segment no compaction copy involves."""
+    segment, base, queued = block
+    offsets, raws, retries, sizes = queued.offsets, queued.raws, queued.retries, queued.sizes
+    if None in retries:
+        return _admit_one_by_one(result, block, {}, {}, [])
+    # Every record fresh: lists in, lists out, no Python code per record but __init__s.
+    entries = list(map(Entry, map(LazyMessage, raws, repeat(base), sizes), retries))
+    record_sizes = list(map(_PLUS_ONE, map(len, raws)))
+    for entry, slot in zip(entries, map(Slot, repeat(segment), offsets, record_sizes)):
+        entry.record = slot
+    segment.live += len(entries)
+    segment.live_bytes += sum(record_sizes)
+    return segment.number, offsets, entries
+
+
+def _admit_one_by_one(result, block, copies, moved, copied):
+    """_admit for any segment: records superseded by a copy are left out (and flipped to
+    '#' later), copies go to `copied` as (origin, place, entry), records that are not
+    fresh are decoded now."""
+    segment, base, queued = block
+    number = segment.number
+    kept_offsets, entries = [], []
+    for offset, raw, retry, size in zip(queued.offsets, queued.raws, queued.retries,
+                                        queued.sizes):
+        place = (number, offset)
+        origin = moved.get(place)
+        newest = copies.get(origin or place)
+        if newest is not None and newest != place:
+            result.superseded.append((segment, offset, len(raw) + 1))
+            result.problems.append(f"{segment.path}:{offset}: superseded by the copy at "
+                                   f"{newest[0]}:{newest[1]}, flipped to '#'")
+            continue
+        if retry is None:
+            entry = _decoded(result, segment, base, offset, raw, origin)
+            if entry is None:
+                continue
+        else:
+            entry = Entry(LazyMessage(raw, base, size), retry)
+            entry.record = Slot(segment, offset, len(raw) + 1, None, origin)
+        segment.live += 1
+        segment.live_bytes += entry.record.size
+        if origin is None:
+            kept_offsets.append(offset)
+            entries.append(entry)
+        else:
+            copied.append((origin, place, entry))
+    return number, kept_offsets, entries
+
+
+def _decoded(result, segment, base, offset, raw, origin):
+    """The Entry of a queued record that is not fresh (hand edited, a body of many lines
+    or frames, priority, ttl, a damaged checksum), decoded now; None when it is left out."""
+    state = records.checksum_state(raw)
+    if state not in ("ok", "edited"):
+        result.problems.append(f"{segment.path}:{offset}: checksum {state}, left out")
+        return None
+    try:
+        env = records.decode(raw, base)
+    except TextQueueError as exc:
+        result.problems.append(f"{segment.path}:{offset}: {exc}, left out")
+        return None
+    size = len(raw) + 1
+    places, room = _places(offset, raw, size)
+    message = Message(env.id, env.subject, env.frames, env.headers, env.sender, env.origin,
+                      env.tracker, env.priority, env.expires_at, env.created_at)
+    entry = Entry(message, env.retry)
+    entry.record = Slot(segment, offset, size, places, origin)
+    if not room:
+        result.unplaced.append(entry)
+    return entry
+
+
+def _in_order(kept, copied):
+    """Every segment's entries in queue order: each compaction copy stands where its
+    original stood (by that place: segment number, offset), the rest in file order."""
+    entries = []
+    if not copied:
+        for _, _, block in kept:
+            entries += block
+        return entries
+    copied.sort(key=_places_of_copy)
+    blocks = iter(kept)
+    number, offsets, block = next(blocks, (None, [], []))
+    at = 0
+    for (origin_number, origin_offset), _, entry in copied:
+        while number is not None and number < origin_number:
+            entries += block[at:]
+            number, offsets, block = next(blocks, (None, [], []))
+            at = 0
+        if number == origin_number:
+            stop = bisect_left(offsets, origin_offset, at)
+            entries += block[at:stop]
+            at = stop
+        entries.append(entry)
+    while number is not None:
+        entries += block[at:]
+        number, offsets, block = next(blocks, (None, [], []))
+        at = 0
+    return entries
+
+
+def _places_of_copy(copy):
+    return copy[0], copy[1]
 
 
 def _places(offset, raw, size):
-    """The Places of a record read back: the fixed tail of a record we wrote, else the
-    places a full parse finds (hand edits may have changed widths)."""
+    """(places, room) of a record read back: None for the fixed tail of a record we
+    wrote (worked out on its first edit, as for a record just appended), else the places
+    a full parse finds (hand edits may have changed widths); `room` is False when it has
+    no \\r or \\e to edit (recovery then copies it forward: journal.adopt)."""
     places = records.fresh_places(offset, size)
     if (raw[places.retry - offset - 3:places.retry - offset] == _TAIL
             and raw[places.settle - offset - 3:places.settle - offset] == b"\\e="
             and raw[places.settle - offset + places.settle_width:][:4] == b"\n\\c="):
-        return places
+        return None, True
     try:
-        return records.places_of(Record(offset, raw))
+        return records.places_of(Record(offset, raw)), True
     except TextQueueError:
-        return None
+        return None, False
 
 
 def _truncate(path, offset, result):
