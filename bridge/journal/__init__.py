@@ -31,6 +31,8 @@ from mqksbridge.bridge.journal.writer import INTERVAL, GroupWriter
 
 log = Logger(namespace="mqksbridge.journal")
 
+FREEZE_AT = 100_000     # recovered messages from which the heap is frozen after recovery
+
 
 def _daemon_thread(**kwargs):
     """The journal's worker thread, as a daemon: a process that exits without stopping the
@@ -127,7 +129,12 @@ class Durability:
         gc.disable()            # a million new long-lived objects: no collection in between
         try:
             self._recover_mailboxes()
-            return self._recover()
+            counts = self._recover()
+            if sum(counts.values()) >= FREEZE_AT:
+                # ... nor after: the collector would walk them all, again and again. They
+                # hold no cycles: reference counting frees each as its message is settled.
+                gc.freeze()
+            return counts
         finally:
             if collecting:
                 gc.enable()
