@@ -15,7 +15,8 @@ durable runs the broker reports its batches and fdatasyncs, so fsyncs/s during t
 is shown beside the disk's own fdatasync rate, measured the same way in the same
 session in the same directory: one 100-byte append + fdatasync per loop, and 100 records
 per fdatasync. Then the journal of the `always` runs is measured against the size budget
-(1.5 x body + 100 bytes per message) and a 1M-message journal is recovered in-process.
+(1.5 x body + 100 bytes per message) and a 1M-message journal is recovered in-process
+(bench/recovery_bench.py times a real broker's start on one written by its own writer).
 Results: bench/results/durability-latest.json.
 
     python -m bench.durability_bench server MODE PORT DATA_DIR     (a role)

@@ -5,13 +5,14 @@ is queued; every older queued instance is superseded (flipped to '#'). Segments 
 in bulk (fresh records) and one by one (hand-edited ones) must agree."""
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqksbridge.bridge.journal import layout
 from mqksbridge.bridge.journal.lazy import LazyMessage
 from mqksbridge.bridge.journal.recovery import recover_queue
-from mqksbridge.protocols.textqueue import journal
+from mqksbridge.protocols.textqueue import TextQueueError, journal
 from mqksbridge.protocols.textqueue.journal import Envelope
 
 BASE = 1_718_306_771_923
@@ -121,3 +122,14 @@ def test_a_recovered_message_decodes_on_first_use_to_what_decode_gives(tmp_path)
                 message.raw, message.raw_door, message.body) == (
             env.id, env.frames, env.headers, env.sender, env.origin, env.tracker,
             env.priority, env.expires_at, env.created_at, None, None, b"body %d" % i)
+
+
+def test_a_lazy_message_decodes_only_for_its_fields_and_says_when_it_cannot():
+    record = journal.encode_message(Envelope("x", "s", (b"hello",)), status="-")[:-1]
+    message = LazyMessage(record, 0, 5)
+    assert not hasattr(message, "no_such_field") and message._record is not None
+    assert message.size == 5 and message.priority is False and message._record is not None
+    assert message.body == b"hello" and message._record is None
+    forged = LazyMessage(b"-x\n\\t=abc\n\\r=0  \n\\e=        \n\\c=AAAAAA", 0, 1)
+    with pytest.raises(TextQueueError):
+        forged.id
