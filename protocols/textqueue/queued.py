@@ -9,16 +9,19 @@ the message is delivered (bridge.journal.lazy). `scan_queued` finds those facts 
 operations over whole lists, none of which runs Python code per record: the `scan`
 split, one `compress` picking the `-` records, a dict lookup of each record's 23-byte
 tail (layout, retry and blank settle field in one), a `zlib.crc32` of each immutable
-part compared with all stored checksums decoded by one base64 call, and a few `find`s.
+part compared with all stored checksums decoded by one base64 call, and a few `count`s.
 
 A fresh record (`retries[i]` not None) is one where, by the simple path (the `Parser`,
 `Record.variable`, `journal.checksum_state`, `journal.places_of`, `journal.decode`):
 its checksum state is "ok"; its places are `fresh_places(offset, len(raw) + 1)`; its
-retry is `retries[i]`; it is not settled; its frames are `(body,)` with
-`len(body) == sizes[i]`; it is not priority and has no ttl. tests/textqueue holds the
-two paths equal on any bytes. Every other queued record (hand edited, `\\c=-`, a
-multi-line or binary body, priority, ttl, a damaged checksum) has `retries[i]` None and
-takes the simple path, as before.
+retry is `retries[i]`; its settle field is blank; and `decode` gives frames `(body,)`
+with `len(body) == sizes[i]`, no priority and no ttl. `decode` takes everything
+`encode_message` writes; only a record forged with a valid checksum over fields the
+encoder never writes (`\\t=abc`) can still fail it, when its message is first used.
+tests/textqueue holds the two paths equal on journals as written, damaged, edited and
+forged, and on any bytes. Every other queued record (hand edited, `\\c=-`, a multi-line
+or binary body, priority, ttl, a damaged checksum) has `retries[i]` None and takes the
+simple path, as before.
 """
 import binascii
 import sys
@@ -72,7 +75,8 @@ def scan_queued(buffer: bytes, offset=0) -> QueuedScan:
     offsets, raws, controls = found.offsets, found.raws, found.controls
     tail = whole_tail(found.incomplete)
     if tail is not None:
-        offsets, raws, controls = offsets + [tail.offset], raws + [tail.raw], controls + tail.raw[:1]
+        offsets, raws = offsets + [tail.offset], raws + [tail.raw]
+        controls += tail.raw[:1]
     chosen = controls.translate(_QUEUED)
     offsets = list(compress(offsets, chosen))
     raws = list(compress(raws, chosen))

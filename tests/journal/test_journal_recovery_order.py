@@ -75,8 +75,8 @@ def write(directory, history):
     return instances, dropped
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(histories())
 def test_copies_stand_where_their_originals_stood(tmp_path_factory, history):
     directory = str(tmp_path_factory.mktemp("jobs"))
