@@ -2,12 +2,15 @@
 in-memory path measured in the same session (issue 13's performance section).
 
     python -m bench.durability_bench [--n 200000] [--rounds 3] [--publishers 4]
-                                     [--base-ref REF] [--recovery 1000000] [--scratch DIR]
+                                     [--base-ref REF] [--against TREE] [--modes LIST]
+                                     [--recovery 1000000] [--scratch DIR] [--profile DIR]
 
 Each round runs, interleaved, the same scenario on a fresh broker process: `memory` (no
 durable queue), `always` and `never` (the queue durable under that fsync policy) and,
 with --base-ref, `base` (the in-memory scenario on a checkout of REF: the tree without
-durability). The scenario: `--publishers` processes publish N/P `--confirm` events each,
+durability) and, with --against TREE (another source tree, e.g. a checkout of main),
+every scenario once more on that tree as `MODE@against`, compared round by round with
+its twin (an A/B of the broker's code under one bench). The scenario: `--publishers` processes publish N/P `--confirm` events each,
 pipelined (a window of 1000 in flight), to a queue with one auto-ack consumer; the rate
 is N over the time from the first publish to the last delivery and last confirmation.
 The broker runs pinned to CPU 0, the load on the other CPU (bench.processes). For the
@@ -17,7 +20,9 @@ session in the same directory: one 100-byte append + fdatasync per loop, and 100
 per fdatasync. Then the journal of the `always` runs is measured against the size budget
 (1.5 x body + 100 bytes per message) and a 1M-message journal is recovered in-process
 (bench/recovery_bench.py times a real broker's start on one written by its own writer).
-Results: bench/results/durability-latest.json.
+The broker's CPU seconds (all its threads, from "ready" to the end) are shown beside each
+rate; --profile DIR writes each broker's cProfile stats there (the rates then mean
+nothing). Results: bench/results/durability-latest.json.
 
     python -m bench.durability_bench server MODE PORT DATA_DIR     (a role)
     python -m bench.durability_bench publisher PORT EVENT N PREFIX (a role)
@@ -37,12 +42,14 @@ import time
 from bench.processes import HERE, PY, ROOT, _cpus, free_port, last_json, spawn
 
 WINDOW = 1000
+AGAINST = "@against"       # a scenario run on the --against tree
 BODY = 40
 RESULTS = os.path.join(HERE, "results", "durability-latest.json")
 
 
 # -- roles ----------------------------------------------------------------------------------
-def server(mode, port, data_dir):
+def server(mode, port, data_dir, profile=None):
+    """The broker; with `profile`, its reactor thread's cProfile stats go to that file."""
     from twisted.internet import reactor
 
     from mqksbridge.bridge import config
@@ -60,11 +67,23 @@ def server(mode, port, data_dir):
     def report():
         stats = {} if writer is None else {"batches": writer.batches, "fsyncs": writer.fsyncs,
                                            "bytes": writer.bytes}
+        stats["cpu_s"] = time.process_time() - ready[0]
         print(json.dumps(stats), flush=True)
         return top.stopService()
     reactor.addSystemEventTrigger("before", "shutdown", report)     # SIGTERM stops it
-    reactor.callWhenRunning(lambda: print("ready", flush=True))
-    reactor.run()
+    ready = [0.0]                   # CPU seconds at start: the run's are counted from there
+
+    def started():
+        ready[0] = time.process_time()
+        print("ready", flush=True)
+    reactor.callWhenRunning(started)
+    if not profile:
+        reactor.run()
+        return
+    import cProfile
+    profiler = cProfile.Profile()
+    profiler.runcall(reactor.run)
+    profiler.dump_stats(profile)
 
 
 def publisher(port, event, n, prefix):
@@ -116,12 +135,13 @@ def disk_rate(directory, records_per_sync, seconds=2.0):
 
 
 # -- one scenario ---------------------------------------------------------------------------
-def run_once(mode, n, publishers, data_dir, env=None):
+def run_once(mode, n, publishers, data_dir, env=None, profile=None):
     port = free_port()
     cpus = _cpus("server")
     server_proc = subprocess.Popen(
         [PY, "-m", "bench.durability_bench", "server",
-         "memory" if mode == "base" else mode, str(port), data_dir],
+         "memory" if mode == "base" else mode, str(port), data_dir,
+         *([profile] if profile else [])],
         cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env,
         preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)))
     try:
@@ -148,7 +168,8 @@ def run_once(mode, n, publishers, data_dir, env=None):
     end = max(max(d["end_ns"] for d in done), got["last_ns"])
     elapsed = (end - start) / 1e9
     assert got["count"] >= per * publishers, got
-    result = {"rate": round(per * publishers / elapsed), "elapsed_s": round(elapsed, 3)}
+    result = {"rate": round(per * publishers / elapsed), "elapsed_s": round(elapsed, 3),
+              "server_cpu_s": round(stats.get("cpu_s", 0), 2)}
     if stats.get("batches"):
         result.update(fsyncs_per_s=round(stats["fsyncs"] / elapsed),
                       records_per_fsync=round(per * publishers / max(stats["fsyncs"], 1), 1),
@@ -220,17 +241,32 @@ def main():
     parser.add_argument("--publishers", type=int, default=4)
     parser.add_argument("--base-ref", default=None)
     parser.add_argument("--recovery", type=int, default=1_000_000)
+    parser.add_argument("--modes", default="memory,always,never",
+                        help="the scenarios of each round, comma-separated")
+    parser.add_argument("--against", default=None,
+                        help="another source tree (e.g. a checkout of main): every scenario "
+                             "runs on it too, interleaved, and each is compared with its twin")
+    parser.add_argument("--profile", default=None,
+                        help="a directory: each broker's cProfile stats go there as "
+                             "MODE-ROUND.prof (the rates are then not comparable)")
     parser.add_argument("--scratch", default=None,
                         help="where the journals go (default: the system's temporary "
                              "directory; give a directory on the disk you mean to measure)")
     args = parser.parse_args()
     # outside the repository, removed at the end whatever happens (finally below)
     scratch = tempfile.mkdtemp(prefix="durability-bench-", dir=args.scratch)
-    modes = ["memory", "always", "never"]
+    modes = args.modes.split(",")
+    envs = {}                               # mode -> environment of another tree
     base = None
     if args.base_ref:
         base = base_tree(args.base_ref)
         modes.append("base")
+        envs["base"] = base[1]
+    if args.against:                        # every scenario once more on that tree
+        other = dict(os.environ, PYTHONPATH=os.path.join(os.path.abspath(args.against), "src"))
+        for mode in list(modes):
+            modes.append(mode + AGAINST)
+            envs[mode + AGAINST] = other
     runs = {m: [] for m in modes}
     report = {"n": args.n, "publishers": args.publishers, "window": WINDOW, "body": BODY}
     try:
@@ -242,24 +278,26 @@ def main():
             for mode in order:
                 data_dir = os.path.join(scratch, f"{mode}-{r}")
                 os.makedirs(data_dir)
-                result = run_once(mode, args.n, args.publishers, data_dir,
-                                  env=base[1] if mode == "base" else None)
-                if mode == "always":
+                profile = None if args.profile is None else os.path.join(
+                    os.path.abspath(args.profile), f"{mode}-{r}.prof")
+                result = run_once(mode.removesuffix(AGAINST), args.n, args.publishers,
+                                  data_dir, env=envs.get(mode), profile=profile)
+                if mode.startswith("always"):
                     result["journal_bytes_per_message"] = round(
                         journal_size(data_dir, args.n) / args.n, 1)
                 runs[mode].append(result)
-                print(f"round {r} {mode:7s} {result}", flush=True)
+                print(f"round {r} {mode:16s} {result}", flush=True)
                 shutil.rmtree(data_dir)
         summary = {}
         for mode, results in runs.items():
             rates = [x["rate"] for x in results]
             summary[mode] = {"median": statistics.median(rates), "min": min(rates),
                              "max": max(rates), "runs": results}
-            if mode != "memory":
-                ratios = [x["rate"] / m["rate"] for x, m in zip(results, runs["memory"])]
-                summary[mode]["ratio_to_memory"] = {
-                    "median": round(statistics.median(ratios), 3),
-                    "min": round(min(ratios), 3), "max": round(max(ratios), 3)}
+            memory = "memory" + AGAINST if mode.endswith(AGAINST) else "memory"
+            if mode != memory and memory in runs:
+                summary[mode]["ratio_to_memory"] = ratios(results, runs[memory])
+            if mode + AGAINST in runs:      # this tree against the other, round by round
+                summary[mode]["ratio_to_against"] = ratios(results, runs[mode + AGAINST])
         report["modes"] = summary
         if args.recovery:
             folder = os.path.join(scratch, "recovery")
@@ -273,17 +311,27 @@ def main():
     with open(RESULTS, "w") as f:
         json.dump(report, f, indent=1)
     for mode, found in report["modes"].items():
-        line = f"{mode:7s} median {found['median']:>8} msg/s  (min {found['min']}, max {found['max']})"
+        line = f"{mode:16s} median {found['median']:>8} msg/s  (min {found['min']}, max {found['max']})"
         if "ratio_to_memory" in found:
             line += f"  x{found['ratio_to_memory']['median']} of memory " \
                     f"({found['ratio_to_memory']['min']}-{found['ratio_to_memory']['max']})"
+        if "ratio_to_against" in found:
+            line += f"  x{found['ratio_to_against']['median']} of {args.against} " \
+                    f"({found['ratio_to_against']['min']}-{found['ratio_to_against']['max']})"
         print(line)
+
+
+def ratios(results, baseline):
+    """Median, min and max of the rate ratios of the same rounds."""
+    found = [x["rate"] / b["rate"] for x, b in zip(results, baseline)]
+    return {"median": round(statistics.median(found), 3), "min": round(min(found), 3),
+            "max": round(max(found), 3)}
 
 
 if __name__ == "__main__":
     role = sys.argv[1] if len(sys.argv) > 1 else None
     if role == "server":
-        server(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        server(sys.argv[2], int(sys.argv[3]), sys.argv[4], *sys.argv[5:6])
     elif role == "publisher":
         publisher(int(sys.argv[2]), sys.argv[3].encode(), int(sys.argv[4]),
                   sys.argv[5].encode())

@@ -110,16 +110,19 @@ class Queue:
                         or self.max_message_size is not None or self.mode == STOPPED)
         unlimited = (self.shortcuts and not self.only_first and not self.wait_for_ack
                      and self.max_messages is None and self.max_bytes is None
-                     and self.max_message_size is None and self.journal is None)
+                     and self.max_message_size is None)
         plain = unlimited and not self._filtered
+        # a durable queue keeps the direct hand-over (it journals the entry first); the
+        # other shortcuts skip what its journal must hear
+        memory = self.journal is None
         self._direct = plain and self.mode == ROUND_ROBIN
-        self._fanout = plain and self.mode == PUSH_ALL
-        self._first_match = unlimited and self._filtered and self.mode == ROUND_ROBIN
+        self._fanout = plain and self.mode == PUSH_ALL and memory
+        self._first_match = unlimited and self._filtered and self.mode == ROUND_ROBIN and memory
 
     def attach_journal(self, journal):
         """Make the queue durable: `journal` (core.journal) records what it holds now and
-        everything it takes from here on. Fast paths are off from now on: every put
-        goes through put(), where the journal hears of it."""
+        everything it takes from here on. Of the fast paths only the direct hand-over
+        stays on, and it tells the journal as put() does."""
         self.journal = journal
         self._refresh()
         for entry in self.live_entries():
@@ -212,7 +215,11 @@ class Queue:
                 if c.active and not c.client.paused and c.credit is None:
                     self._next = i + 1
                     self.received += 1
-                    if c.manual_ack or observer is not None:
+                    journal = self.journal
+                    if journal is not None:     # what put() and _dispatch would do
+                        journal.put(entry)
+                        self._hand(c, entry)
+                    elif c.manual_ack or observer is not None:
                         self._hand(c, entry)
                     else:
                         c.delivered += 1

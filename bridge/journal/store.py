@@ -20,6 +20,9 @@ from mqksbridge.bridge.journal.writer import NEVER, Segment, sync_directory
 from mqksbridge.protocols.textqueue import TextQueueError, journal as records
 
 
+_DOORS = frozenset(records.DOOR_LETTERS.values())   # doors a settle stamp can name
+
+
 class Slot:
     """Where one entry's record is: `places` are worked out on the first edit (a record
     read back from disk brings its own: hand edits may have changed the widths)."""
@@ -63,13 +66,15 @@ class QueueJournal:
         segment = self.current
         if segment is None:
             segment = self._roll()
-        data = records.encode_message(message, base_ms=segment.created_ms, retry=entry.retry)
-        if segment.end + len(data) > self.store.segment_size and segment.end > self._empty:
-            segment = self._roll()
+        data = None if entry.retry else records.encode_plain(message, segment.created_ms)
+        if data is None:
             data = records.encode_message(message, base_ms=segment.created_ms, retry=entry.retry)
         size = len(data)
-        offset = self.writer.append(segment, data)
-        parts = self.writer.pending.appends[segment]
+        if segment.end + size > self.store.segment_size and segment.end > self._empty:
+            segment = self._roll()
+            data = records.encode_message(message, base_ms=segment.created_ms, retry=entry.retry)
+            size = len(data)
+        offset, parts = self.writer.append_record(segment, data)
         entry.record = Slot(segment, offset, size, None, None, parts, len(parts) - 1)
         segment.live += 1
         segment.live_bytes += size
@@ -84,16 +89,23 @@ class QueueJournal:
         slot = entry.record
         if slot is None:
             return
-        if door not in records.DOOR_LETTERS.values():
+        if door is not None and door not in _DOORS:
             door = None                     # a door the stamp has no letter for
         entry.record = None
         segment = slot.segment
         now = self.store.clock.seconds()
         created = entry.message.created_at
-        if slot.parts is not None and self.writer.pending.appends.get(segment) is slot.parts:
-            self._settle_unwritten(slot, reason, now, created, door)  # written settled
+        parts = slot.parts
+        if parts is not None and self.writer.pending.appends.get(segment) is parts:
+            # still waiting in the pending batch: written settled, one write instead of
+            # a write and two edits (a message taken in the turn it came)
+            parts[slot.index] = records.settle_fresh(parts[slot.index], reason, now, created,
+                                                     door)
             self.settled += 1
-            self._release(slot)
+            segment.live -= 1               # _release, inline: every such message runs it
+            segment.live_bytes -= slot.size
+            if segment.live == 0 and segment is not self.current:
+                self._retire(segment)
             return
         places = self._places(slot)
         try:
@@ -104,13 +116,6 @@ class QueueJournal:
             self.writer.edit(segment, edit.offset, edit.data)
         self.settled += 1
         self._release(slot)
-
-    @staticmethod
-    def _settle_unwritten(slot, reason, now, created, door):
-        """A record still waiting in the pending batch is settled in its bytes: one write
-        instead of a write and two edits (a message taken in the turn it came)."""
-        slot.parts[slot.index] = records.settle_fresh(slot.parts[slot.index], reason, now,
-                                                      created, door)
 
     def adopt(self, entry):
         """Copy a recovered record that has no room for in-place edits (typed or trimmed

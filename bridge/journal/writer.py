@@ -195,6 +195,23 @@ class GroupWriter:
         self._schedule()
         return offset
 
+    def append_record(self, segment, data):
+        """`append(segment, data)` for one message record (every durable put): returns
+        the offset and the pending parts list the record is last in."""
+        pending = self.pending
+        pending.seq = self.storage.append()
+        pending.records += 1
+        offset = segment.end
+        parts = pending.appends.get(segment)
+        if parts is None:
+            parts = pending.appends[segment] = [offset, data]
+        else:
+            parts.append(data)
+        segment.end = offset + len(data)
+        if self._call is None:
+            self._schedule()
+        return offset, parts
+
     def edit(self, segment, offset, data):
         self.pending.edits.append((segment, offset, data))
         self._schedule()
