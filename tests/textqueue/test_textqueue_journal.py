@@ -377,3 +377,53 @@ def test_settling_a_fresh_record_in_one_copy_equals_the_edits(env, reason, after
     assert journal.settle_fresh(record, reason, settled_at, env.created_at,
                                 door) == bytes(edited)
     assert journal.decode(bytes(edited), BASE).settled.door == door
+
+
+_plain_text = st.text(st.characters(min_codepoint=0, max_codepoint=127)
+                      | st.sampled_from("\n x%"), max_size=40)
+_plain_id = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7e), min_size=1,
+                    max_size=20)
+
+
+@st.composite
+def plain_envelopes(draw):
+    """Envelopes mostly inside encode_plain's case (ASCII bodies and ids, no extras), with
+    one thing outside it now and then."""
+    env = Envelope(draw(_plain_id | _strings), draw(_strings),
+                   (draw(_plain_text).encode(),), None, draw(_strings),
+                   draw(st.sampled_from(["", "mqks", "twino"])), "", False,
+                   draw(_ms) / 1000)
+    extra = draw(st.sampled_from([None, None, None, "frames", "headers", "ttl", "priority",
+                                  "tracker"]))
+    if extra == "frames":
+        env.frames = tuple(draw(st.lists(_frame, max_size=3)))
+    elif extra == "headers":
+        env.headers = draw(st.dictionaries(_strings, _strings, min_size=1, max_size=2))
+    elif extra == "ttl":
+        env.expires_at = env.created_at + 1
+    elif extra == "priority":
+        env.priority = True
+    elif extra == "tracker":
+        env.tracker = draw(_strings.filter(bool))
+    return env
+
+
+@given(plain_envelopes() | envelopes(), _ms)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_the_plain_encoder_writes_what_encode_message_writes(env, base):
+    fast = journal.encode_plain(env, base)
+    if fast is not None:
+        assert fast == journal.encode_message(env, base_ms=base)
+
+
+def test_the_plain_encoder_takes_a_typical_message_and_leaves_the_rest():
+    assert journal.encode_plain(TYPICAL, BASE) == journal.encode_message(TYPICAL, base_ms=BASE)
+    for other in (Envelope(id="a b", frames=(b"x",)), Envelope(id="x", frames=(b"\xc3\xa9",)),
+                  Envelope(id="x", frames=(b"a", b"b")), Envelope(id="x", priority=True),
+                  Envelope(id="50%", frames=(b"x",)), Envelope(id="", frames=(b"x",))):
+        assert journal.encode_plain(other, BASE) is None
+
+
+@given(st.binary(max_size=300))
+def test_the_table_checksum_is_the_checksum(data):
+    assert journal._fast_checksum(data) == journal._checksum(data)
