@@ -5,6 +5,7 @@ exact events and adds a consumer. Replies are byte-exact with the original serve
 where specs/mqks.md says why not (no 0.1 s delayed confirm, TAB answered with an error,
 bounded line length, a safe `_eval`).
 """
+import bisect
 import random
 import string
 from functools import partial
@@ -146,7 +147,7 @@ class MqksDoor:
             if storage.appended != before:
                 conn.confirm_after = storage.appended
             if conn.confirm_after > storage.durable:
-                storage.when_stored(conn.confirm_after, partial(conn.write, ok(req_id)))
+                conn.when_stored(storage, ok(req_id))
             else:
                 conn.write(ok(req_id))
 
@@ -272,7 +273,7 @@ class MqksDoor:
         """A pong follows the confirmations before it (clients use ping as a barrier)."""
         storage = self.broker.storage
         if conn.confirm_after > storage.durable:
-            storage.when_stored(conn.confirm_after, partial(conn.write, ok(req_id, data)))
+            conn.when_stored(storage, ok(req_id, data))
         else:
             conn.write(ok(req_id, data))
 
@@ -323,6 +324,29 @@ class MqksConnection(protocol.Protocol):
     def __init__(self, door):
         self.door = door
         self.confirm_after = 0       # storage sequence the last waiting confirmation needs
+        self.waiting = []            # reply lines waiting for the disk, in order
+        self.waiting_seqs = []       # and the storage sequence each needs (ascending)
+
+    def when_stored(self, storage, line):
+        """Send `line` once every record up to `confirm_after` is on disk, after the lines
+        waiting before it. One storage waiter per connection, not one per line: a group
+        commit releases a connection's confirmations of a batch as one write."""
+        if not self.waiting:
+            storage.when_stored(self.confirm_after, partial(self._stored, storage))
+        self.waiting.append(line)
+        self.waiting_seqs.append(self.confirm_after)
+
+    def _stored(self, storage):
+        seqs = self.waiting_seqs
+        k = bisect.bisect_right(seqs, storage.durable)
+        lines = self.waiting
+        if k == len(lines):
+            self.waiting, self.waiting_seqs = [], []
+        else:                           # the rest are in a later batch: wait for it
+            lines = lines[:k]
+            del self.waiting[:k], seqs[:k]
+            storage.when_stored(seqs[0], partial(self._stored, storage))
+        self.write(lines[0] if k == 1 else b"".join(lines))
 
     @staticmethod
     def refusal():

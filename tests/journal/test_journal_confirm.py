@@ -61,6 +61,52 @@ async def test_mqks_confirm_waits_for_the_fsync(tmp_path):
         await running.stop()
 
 
+class GatedWriter(HeldWriter):
+    """HeldWriter that lets one batch through per `permits.release()`."""
+
+    def __init__(self, writer):
+        super().__init__(writer)
+        self.permits = threading.Semaphore(0)
+        self.gate = self                    # finally: gate.set() lets every batch go
+
+    def wait(self, timeout):
+        self.permits.acquire(timeout=timeout)
+
+    def set(self):
+        self.permits.release(100)
+
+
+@pytest_twisted.ensureDeferred
+async def test_mqks_confirms_of_two_batches_are_each_sent_after_their_own_fsync(tmp_path):
+    """One connection's confirmations wait together (one storage waiter per connection):
+    those of the batch on disk go, those of the next batch keep waiting for theirs."""
+    running = await started(tmp_path)
+    try:
+        consumer = await running.mqks()
+        assert await consumer.request("c1 consume --confirm jobs ev --manual-ack") == "c1 ok "
+        held = GatedWriter(running.top.durability.writer)
+        publisher = await running.mqks()
+        publisher.send("p1 publish --confirm ev one")
+        assert await consumer.line() == "c1 ok p1 event=ev one"
+        await threads.deferToThread(held.entered.wait, 10)     # batch 1: p1, held
+        held.entered.clear()
+        publisher.send("p2 publish --confirm ev two", "p3 publish --confirm ev three",
+                       "p4 ping x")
+        assert await consumer.lines_n(2) == ["c1 ok p2 event=ev two", "c1 ok p3 event=ev three"]
+        assert not publisher.lines
+        held.permits.release()
+        assert await publisher.line() == "p1 ok "
+        await threads.deferToThread(held.entered.wait, 10)     # batch 2: p2 and p3, held
+        other = await running.mqks()
+        assert await other.request("o1 ping y") == "o1 ok y"
+        assert not publisher.lines
+        held.permits.release()
+        assert await publisher.lines_n(3) == ["p2 ok ", "p3 ok ", "p4 ok x"]
+    finally:
+        running.top.durability.writer.run.gate.set()
+        await running.stop()
+
+
 @pytest_twisted.ensureDeferred
 async def test_mqks_confirm_of_a_non_durable_publish_does_not_wait(tmp_path):
     running = await started(tmp_path)
