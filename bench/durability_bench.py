@@ -292,7 +292,10 @@ def main():
         for mode, results in runs.items():
             rates = [x["rate"] for x in results]
             summary[mode] = {"median": statistics.median(rates), "min": min(rates),
-                             "max": max(rates), "runs": results}
+                             "max": max(rates), "runs": results,
+                             # the broker's own cost: steadier than rates on a loaded machine
+                             "cpu_us_per_message": round(statistics.median(
+                                 x["server_cpu_s"] for x in results) / args.n * 1e6, 2)}
             memory = "memory" + AGAINST if mode.endswith(AGAINST) else "memory"
             if mode != memory and memory in runs:
                 summary[mode]["ratio_to_memory"] = ratios(results, runs[memory])
@@ -311,7 +314,8 @@ def main():
     with open(RESULTS, "w") as f:
         json.dump(report, f, indent=1)
     for mode, found in report["modes"].items():
-        line = f"{mode:16s} median {found['median']:>8} msg/s  (min {found['min']}, max {found['max']})"
+        line = f"{mode:16s} median {found['median']:>8} msg/s  (min {found['min']}, max " \
+               f"{found['max']})  broker CPU {found['cpu_us_per_message']} us/msg"
         if "ratio_to_memory" in found:
             line += f"  x{found['ratio_to_memory']['median']} of memory " \
                     f"({found['ratio_to_memory']['min']}-{found['ratio_to_memory']['max']})"
