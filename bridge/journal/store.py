@@ -63,6 +63,11 @@ class QueueJournal:
     # -- the core's journal interface ------------------------------------------------------
     def put(self, entry):
         message = entry.message
+        if not message.created_at:
+            # MQKS and Malamute publishes carry no arrival time (their hot paths take no
+            # clock reading): the journal stamps it, so records and settle stamps hold
+            # real times for recovery and the pipeline.
+            message.created_at = self.store.clock.seconds()
         segment = self.current
         if segment is None:
             segment = self._roll()

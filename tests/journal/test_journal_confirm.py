@@ -8,7 +8,9 @@ from twisted.internet import threads
 
 from mqksbridge.protocols.twino.codec import Frame, MessageType
 from tests.conftest import RunningBroker
-from tests.support.textqueue import Spool, controls, until
+from mqksbridge.protocols.textqueue import journal
+from tests.support.textqueue import Spool, controls, records, until
+from tests.support.wire import START
 from tests.twino.helpers import make_queue
 
 
@@ -245,3 +247,26 @@ def mqks_delivery(spool, name, body):
     tag = spool.door.file(spool.path(name)).tag
     queue = name[:-3]
     return f"tq-{tag}-0 event={queue},origin=textqueue,sender={name} {body}"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_publish_without_an_arrival_time_is_journaled_with_the_time_it_came(
+        tmp_path):
+    """MQKS messages carry no created time; their journal records must (the pipeline
+    reports ages and waits from it): the broker's clock when the journal took them."""
+    running = await started(tmp_path)
+    try:
+        consumer = await running.mqks()
+        assert await consumer.request("c1 consume --confirm jobs ev --manual-ack") == "c1 ok "
+        running.clock.advance(5)
+        publisher = await running.mqks()
+        assert await publisher.request("p1 publish --confirm ev hello") == "p1 ok "
+        assert await consumer.line() == "c1 ok p1 event=ev hello"
+        segment = running.top.durability.store.journals["jobs"].segments[0]
+        await running.top.durability.writer.flush()
+        queued = [r for r in records(segment.path) if r.control in "-="]
+        envelope = journal.decode(queued[0], segment.created_ms)
+        assert envelope.frames == (b"hello",)
+        assert envelope.created_at == START + 5
+    finally:
+        await running.stop()
