@@ -388,7 +388,7 @@ queue_overflow = [["soak-stuck", "drop-oldest"]]
 """
 
 
-def start_broker(workdir, stalls=None):
+def start_broker(workdir, stalls=None, settings=()):
     ports = {door: free_port() for door in ("mqks", "malamute", "twino", "admin")}
     config = os.path.join(workdir, "soak.toml")
     with open(config, "w") as f:
@@ -403,7 +403,8 @@ def start_broker(workdir, stalls=None):
             "--mqks", f"tcp:{ports['mqks']}:interface=127.0.0.1",
             "--twino", f"tcp:{ports['twino']}:interface=127.0.0.1",
             "--malamute", f"tcp://127.0.0.1:{ports['malamute']}",
-            "--admin", f"tcp:{ports['admin']}:interface=127.0.0.1"]
+            "--admin", f"tcp:{ports['admin']}:interface=127.0.0.1",
+            *(f"--set={setting}" for setting in settings)]
     log = open(os.path.join(workdir, "twistd.log"), "wb")
     proc = subprocess.Popen(args, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
     for port in ports.values():
@@ -459,7 +460,7 @@ def run(args):
     raise_nofile()
     workdir = tempfile.mkdtemp(prefix="soak-")
     stalls = os.path.join(workdir, "stalls.jsonl") if args.stalls else None
-    broker, ports = start_broker(workdir, stalls)
+    broker, ports = start_broker(workdir, stalls, args.set)
     ports["echo"] = free_port()
     echo = spawn_role("echo", ports)
     echo.stdout.readline()
@@ -636,6 +637,8 @@ def main(argv):
     parser.add_argument("--skip", action="append", default=[],
                         choices=["stuck", "idle", "load", "slowloris", "garbage"],
                         help="leave a hostile role out (to see what costs what)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting (twistd mqksbridge --set), repeatable")
     parser.add_argument("--stalls", action="store_true",
                         help="record the broker's long reactor turns and garbage collections "
                              "(bench/stallwatch) and summarize them")
