@@ -10,7 +10,8 @@ One `twistd -n mqksbridge` (MQKS, Malamute, Twino, admin), then two phases:
    (subscribed to the loaded stream/queue, never reads), slowloris clients (a byte a second
    of a request that never ends, 30 per door), a garbage sender (2 KB of random bytes on a new
    connection, 10 a second per door) and `--idle` idle connections (60% MQKS, 20% Twino after
-   its hello, 20% Malamute after OPEN; kept alive with a ping every 20 s, reopened if closed).
+   its hello, 20% Malamute after OPEN; kept alive with a ping every 20 s, a twentieth of them
+   each second, reopened if closed).
 
 Healthy clients, ten probes a second per door: MQKS publish -> delivery on another
 connection, Twino PING -> PONG, Malamute CONNECTION-PING -> PONG; and a control, the same
@@ -280,18 +281,23 @@ def role_idle(ports, count):
                 pool.poll(0)
     print("ready", flush=True)
     pings = {door: _ping_bytes(door) for door in shares}
-    next_ping = time.monotonic() + 20
+    turn, next_turn = 0, time.monotonic() + 1
     while True:
-        pool.poll(1.0)
+        pool.poll(max(0.0, next_turn - time.monotonic()))
         for door, i in pool.dead:
             live.append((door, pool.open(door, firsts[door](i), i)))
         pool.dead.clear()
-        if time.monotonic() >= next_ping:
-            live = [(d, s) for d, s in live if s.fileno() >= 0]
-            for door, s in live:
-                if door != "mqks":
-                    pool.send(s, pings[door])
-            next_ping += 20
+        if time.monotonic() < next_turn:
+            continue
+        # each connection's keep-alive every 20 s, a twentieth of them each second, as
+        # clients' own timers would be (not all 2,000 in the same millisecond)
+        next_turn += 1
+        live = [(d, s) for d, s in live if s.fileno() >= 0]
+        for door, s in live[turn % 20::20]:
+            if door != "mqks":
+                pool.send(s, pings[door])
+        turn += 1
+        if turn % 20 == 0:
             print(json.dumps({"reopened": pool.closed}), flush=True)
 
 
@@ -371,15 +377,36 @@ def spawn_role(role, ports, *args):
                             cwd=ROOT, stdout=subprocess.PIPE, text=True)
 
 
-def start_broker(workdir):
+# The operator's choice for this soak (docs/limits.md, "Queues nobody reads"): the MQKS
+# queue of the consumer that never reads keeps its newest STUCK_LIMIT messages and drops
+# the oldest, so the broker's memory plateaus instead of growing for as long as it is stuck.
+STUCK_LIMIT = 100_000
+CONFIG = f"""\
+[broker]
+queue_length_limit = [["soak-stuck", {STUCK_LIMIT}]]
+queue_overflow = [["soak-stuck", "drop-oldest"]]
+"""
+
+
+def start_broker(workdir, stalls=None, settings=()):
     ports = {door: free_port() for door in ("mqks", "malamute", "twino", "admin")}
-    args = [TWISTD, "-n", "--pidfile=", "mqksbridge", "--data", os.path.join(workdir, "var"),
+    config = os.path.join(workdir, "soak.toml")
+    with open(config, "w") as f:
+        f.write(CONFIG)
+    env = dict(os.environ)
+    if stalls:                               # bench/stallwatch: GC and reactor-lag records
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [os.path.join(HERE, "stallwatch"), env.get("PYTHONPATH")]))
+        env["STALLWATCH"] = stalls
+    args = [TWISTD, "-n", "--pidfile=", "mqksbridge", "--config", config,
+            "--data", os.path.join(workdir, "var"),
             "--mqks", f"tcp:{ports['mqks']}:interface=127.0.0.1",
             "--twino", f"tcp:{ports['twino']}:interface=127.0.0.1",
             "--malamute", f"tcp://127.0.0.1:{ports['malamute']}",
-            "--admin", f"tcp:{ports['admin']}:interface=127.0.0.1"]
+            "--admin", f"tcp:{ports['admin']}:interface=127.0.0.1",
+            *(f"--set={setting}" for setting in settings)]
     log = open(os.path.join(workdir, "twistd.log"), "wb")
-    proc = subprocess.Popen(args, cwd=workdir, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(args, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
     for port in ports.values():
         deadline = time.monotonic() + 30
         while True:
@@ -432,7 +459,8 @@ def percentile(values, q):
 def run(args):
     raise_nofile()
     workdir = tempfile.mkdtemp(prefix="soak-")
-    broker, ports = start_broker(workdir)
+    stalls = os.path.join(workdir, "stalls.jsonl") if args.stalls else None
+    broker, ports = start_broker(workdir, stalls, args.set)
     ports["echo"] = free_port()
     echo = spawn_role("echo", ports)
     echo.stdout.readline()
@@ -464,6 +492,7 @@ def run(args):
                        for door in PROBED}
             cpu_now = cpu_seconds(broker.pid)
             row = {"t": round(now, 1), "phase": phase, "rss_mb": round(rss_mb(broker.pid), 1),
+                   "load": os.getloadavg()[0],
                    "fds": fds(broker.pid), "cpu": round(cpu_now - cpu_before, 2),
                    "connections": overview(ports["admin"]),
                    **{f"{door}_p99_ms": percentile(v, 0.99) for door, v in latency.items()},
@@ -486,6 +515,9 @@ def run(args):
         broker.wait(30)
     summary = summarize(rows, load_at)
     summary["door_totals"] = totals
+    if stalls:
+        summary["stalls"] = stall_summary(stalls, load_at and started + load_at,
+                                          time.monotonic() - time.time())
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "soak-latest.json"), "w") as f:
         json.dump({"args": vars(args), "summary": summary,
@@ -499,7 +531,10 @@ def summarize(rows, load_at):
     unloaded = [r for r in rows if r["phase"] == "unloaded"][2:]      # skip the connects
     loaded = [r for r in rows if r["phase"] == "loaded"]
     settled = loaded[len(loaded) // 2:]
+    loads = [r["load"] for r in loaded]
     out = {"seconds_loaded": len(loaded),
+           "machine_load": {"min": min(loads), "mean": round(statistics.mean(loads), 2),
+                            "max": max(loads)},
            "rss_mb": {"unloaded": unloaded[-1]["rss_mb"] if unloaded else None,
                       "max": max(r["rss_mb"] for r in loaded),
                       "at_half": settled[0]["rss_mb"], "at_end": loaded[-1]["rss_mb"],
@@ -524,6 +559,36 @@ def summarize(rows, load_at):
     return out
 
 
+def stall_summary(path, loaded_from, mono_minus_wall):
+    """What bench/stallwatch recorded in the loaded phase: reactor turns that kept a call
+    waiting over 30 ms (by length, with the stacks seen most during them) and the
+    collector's long or full collections."""
+    lags, collections, frames = [], [], {}
+    try:
+        with open(path) as f:
+            records = [json.loads(line) for line in f]
+    except OSError:
+        return None
+    for record in records:
+        if loaded_from is not None and record["t"] + mono_minus_wall < loaded_from:
+            continue
+        if record["kind"] == "gc":
+            collections.append(record)
+        elif record["kind"] == "lag":
+            lags.append(record["ms"])
+            for n, stack in record["top"]:
+                key = " < ".join(stack[:4])
+                frames[key] = frames.get(key, 0) + n
+    return {"lags_over_30ms": len(lags),
+            "lags_over_100ms": sum(1 for ms in lags if ms > 100),
+            "lag_max_ms": max(lags, default=None),
+            "lag_ms_total": round(sum(lags)),
+            "gc": {gen: {"count": sum(1 for c in collections if c["gen"] == gen),
+                         "max_ms": max((c["ms"] for c in collections if c["gen"] == gen),
+                                       default=None)} for gen in (0, 1, 2)},
+            "top_frames": sorted(((n, key) for key, n in frames.items()), reverse=True)[:8]}
+
+
 def chart(rows, load_at, summary, path):
     try:
         import matplotlib
@@ -538,6 +603,9 @@ def chart(rows, load_at, summary, path):
     ax1.set_ylabel("broker RSS (MB)")
     ax2.plot(t, [r["fds"] for r in rows], color="tab:orange")
     ax2.set_ylabel("open descriptors")
+    load = ax2.twinx()
+    load.plot(t, [r.get("load") for r in rows], color="tab:grey", linewidth=0.8)
+    load.set_ylabel("machine load (1-min average, grey)")
     for door in PROBED:
         ax3.plot(t, [r[f"{door}_p99_ms"] for r in rows], label=f"{door} p99 (per second)",
                  **({"color": "black", "linestyle": ":"} if door == "control" else {}))
@@ -569,6 +637,11 @@ def main(argv):
     parser.add_argument("--skip", action="append", default=[],
                         choices=["stuck", "idle", "load", "slowloris", "garbage"],
                         help="leave a hostile role out (to see what costs what)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting (twistd mqksbridge --set), repeatable")
+    parser.add_argument("--stalls", action="store_true",
+                        help="record the broker's long reactor turns and garbage collections "
+                             "(bench/stallwatch) and summarize them")
     run(parser.parse_args(argv))
 
 

@@ -18,6 +18,7 @@ DEFAULTS = {
     "broker": {
         "sweep_interval": 1.0,       # seconds between ack-timeout/expiry sweeps
         "gc_threshold": [50_000, 20, 100],  # gc.set_threshold at start; [] keeps Python's
+        "gc_young_interval": 1.0,    # seconds between young collections (0: only Python's)
         "flow_limit": 10_000,        # messages a queue with consumers holds before its
                                      # publishers stop being read (0: never; core.flow)
         "flow_max_hold": 1.0,        # seconds a publisher is held at most
@@ -382,6 +383,7 @@ RULES = {
     "data_dir": string(nonempty=True),
     "broker.sweep_interval": number(0.001, 3600.0),
     "broker.gc_threshold": gc_threshold,
+    "broker.gc_young_interval": number(0.0, 3600.0),
     "broker.flow_limit": integer(0, 1 << 31),
     "broker.flow_max_hold": SECONDS,
     "broker.shutdown_timeout": number(0.1, 3600.0),

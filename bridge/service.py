@@ -134,6 +134,19 @@ class GcTuning(service.Service):
             gc.set_threshold(*self.gc_threshold)
 
 
+def collect_young():
+    """One young collection, run every `broker.gc_young_interval` seconds.
+
+    Python counts allocations *minus deallocations* towards its young collection, and a
+    queue in a steady state frees an old message for each new one: the count stays low
+    while every new message (and the cyclic garbage of closed connections) piles up in
+    the young generation. In the soak (a queue that drops its oldest, 30 connections
+    closed a second) a young collection then came once a minute over several hundred
+    thousand objects and held the reactor 190-280 ms each time. Collected every second
+    the young generation holds one second of allocations, a few milliseconds' work."""
+    gc.collect(0)
+
+
 def build(config, reactor=None, clock=None):
     """The service tree for a configuration; returns (MultiService, broker, doors, listeners).
 
@@ -156,6 +169,9 @@ def build(config, reactor=None, clock=None):
                     queue_overflow=settings["queue_overflow"], guarded=security.enabled)
     security.counters = broker.counters          # refusals beside the broker's other counts
     GcTuning(settings["gc_threshold"]).setServiceParent(top)
+    if settings["gc_young_interval"]:
+        periodic(settings["gc_young_interval"], collect_young, clock,
+                 "young collection").setServiceParent(top)
     DescriptorLimit().setServiceParent(top)     # before the listeners start
     # Periodic work has one form: bridge/ owns it as TimerServices on the injected clock
     # (bridge.clock.periodic; a step that fails is logged and runs again next time). The

@@ -17,6 +17,14 @@ leaves its publishers free (its queue keeps the backlog, as MQKS always did), a 
 services feeding each other is slowed but never deadlocked, and a client that consumes
 from the congested queue is never held at all (it may have to send acks or credit for
 the queue to move).
+
+A full queue that rejects a message (its length or byte limit, overflow policy REJECT or
+nothing left to drop) holds that message's publisher the same way, consumers or not, until
+it is back under half its limits: this is how a door whose protocol has no negative answer
+to a publish (a Malamute SEND, an MQKS publish without --confirm) slows the publisher
+instead of losing its messages one after the other (docs/limits.md). A rejecting queue
+that delivers nothing while it holds is stalled like any other: its later rejections are
+only counted.
 """
 
 

@@ -274,6 +274,8 @@ class Queue:
                     raise QueueError(reason)
                 self.dropped += 1
                 entry.notify("dropped", None, reason)
+                if reason == "full" and publisher is not None:
+                    self.broker.flow.congested(self, publisher)    # core.flow: rejected
                 return False
         self.received += 1
         if self.journal is not None:
@@ -492,8 +494,17 @@ class Queue:
     def dispatch(self):
         """Hand stored messages to consumers as the mode allows. Re-entrant safe."""
         self._dispatch()
-        if self.held and (len(self.entries) <= self.broker.flow.low or not self.consumers):
+        if self.held and (not self.consumers or self._relieved()):
             self.broker.flow.relieved(self)
+
+    def _relieved(self):
+        """Whether the publishers held for this queue may go on: it is back under the
+        flow's low mark and under half of its own limits (core.flow)."""
+        n = len(self.entries)
+        low = self.broker.flow.low
+        return ((low is None or n <= low)
+                and (self.max_messages is None or n <= self.max_messages // 2)
+                and (self.max_bytes is None or self.bytes <= self.max_bytes // 2))
 
     def _dispatch(self):
         if self._dispatching or not self.consumers or self.deleted:

@@ -98,6 +98,8 @@ class Stream:
         self._rr = 0
         self.published = 0
         self.unrouted = 0
+        self.refused = 0               # copies a bound queue refused (full, stopped, too large)
+        self.refused_by = None         # the last queue that refused one (for the door's log)
 
     # -- bindings (stream -> queue) --------------------------------------------------
     def set_bindings(self, queue_name, subjects, client=None):
@@ -258,6 +260,9 @@ class Stream:
             for queue in targets:
                 if queue.put_routed(message, None, publisher):
                     delivered += 1
+                else:                        # a door that can tell its publisher looks here
+                    self.refused += 1
+                    self.refused_by = queue
         if self.routed:
             delivered += self._route(message, publisher)
         if self._readers:                    # inline: this is every stream message's path

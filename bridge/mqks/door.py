@@ -128,28 +128,42 @@ class MqksDoor:
             self.fail(conn, req_id, exc, line)
 
     def fail(self, conn, req_id, reason, line):
+        conn.write(self.error(conn, req_id, reason, line))
+
+    def error(self, conn, req_id, reason, line):
+        """The `{id} error {eid}` line; the reason is logged under the eid, never sent."""
         eid = error_id()
         conn.warnings.warn(log, conn.client.id, "mqks error {eid} from {client}: {reason} "
                            "in {line!r}", eid=eid.decode(), client=conn.client.id,
                            reason=str(reason), line=line[:200])
-        conn.write(error(req_id, eid))
+        return error(req_id, eid)
 
     # -- actions -----------------------------------------------------------------------
     def publish(self, conn, req_id, data, confirm):
         """`--confirm`: the `ok` says the event is stored. When it reached a durable queue
         that is once its records are on disk (core.storage); a connection's confirmations
-        keep their order, so one that follows a waiting one waits with it."""
+        keep their order, so one that follows a waiting one waits with it.
+
+        A bound queue that refused its copy (full, with the overflow policy `reject`)
+        makes the answer `{id} error {eid}` instead: `ok` would say every copy is queued
+        (docs/limits.md). Without --confirm nothing is said; the queue's flow control
+        holds the publisher (core.flow)."""
         event, body = parse_publish(data)
         conn.traffic.messages_in += 1
-        storage = self.broker.storage
-        before = storage.appended
+        storage, stream = self.broker.storage, self.stream
+        before, refused = storage.appended, stream.refused
         if self.publish_plain(conn, req_id, event, body) is not False and confirm:
             if storage.appended != before:
                 conn.confirm_after = storage.appended
-            if conn.confirm_after > storage.durable:
-                conn.when_stored(storage, ok(req_id))
+            if stream.refused == refused:
+                reply = ok(req_id)
             else:
-                conn.write(ok(req_id))
+                reply = self.error(conn, req_id, "queue %r did not take its copy (its limit, "
+                                   "overflow reject)" % stream.refused_by.name, event)
+            if conn.confirm_after > storage.durable:
+                conn.when_stored(storage, reply)
+            else:
+                conn.write(reply)
 
     def publish_plain(self, conn, req_id, event, body):
         """The hot path: one Message, relayable raw tail, routed by exact subject.

@@ -182,3 +182,29 @@ def test_without_a_limit_nobody_is_ever_held(clock):
     pub = publisher()
     publish(broker, pub, q, range(10 * LIMIT))
     assert pub.input.calls == [] and len(q) == 10 * LIMIT
+
+
+# -- a full queue that rejects holds the publisher it refused ----------------------------
+
+def test_a_rejecting_full_queue_holds_its_publisher_until_half_its_limit(clock):
+    broker = Broker(clock, flow_limit=None, queue_length_limit=[("jobs", 4)])
+    queue, pub = broker.queue("jobs"), publisher()
+    assert [queue.put_message(msg(i), None, pub) for i in range(5)] == [True] * 4 + [False]
+    assert pub.input.calls == ["pause"] and broker.flow.holds == 1   # with no flow limit too
+    assert not queue.put_message(msg(5), None, pub)                 # held once
+    client, got = slow_consumer(broker, queue)
+    client.resume()                                  # takes all four, the queue is empty
+    assert got == ["0", "1", "2", "3"] and pub.input.calls == ["pause", "resume"]
+
+
+def test_a_rejecting_queue_nobody_drains_lets_go_after_max_hold_then_only_counts(clock):
+    broker = Broker(clock, flow_limit=LIMIT, flow_max_hold=1.0, queue_length_limit=2)
+    queue, pub = broker.queue("jobs"), publisher()
+    for i in range(3):
+        queue.put_message(msg(i), None, pub)
+    assert pub.input.calls == ["pause"]
+    clock.advance(1.0)
+    broker.tick()
+    assert pub.input.calls == ["pause", "resume"]
+    assert not queue.put_message(msg(3), None, pub)                 # stalled: counted only
+    assert pub.input.calls == ["pause", "resume"] and queue.dropped == 2

@@ -10,6 +10,7 @@ from twisted.internet import reactor, task
 
 from mqksbridge.protocols.twino.codec import ContentType
 from tests.conftest import RunningBroker
+from tests.support.waits import until
 from tests.twino.helpers import make_queue
 
 
@@ -179,6 +180,10 @@ async def test_a_queue_size_limit_is_the_queues_whoever_created_it():
         assert running.broker.queues["free"].max_bytes is None
         client = await running.malamute("client-cap")
         await client.run(lambda c: [c.sendfor("jobs-cap-2", "r", b"x" * 10) for _ in range(3)])
+        # the full queue holds the sender (Malamute has no answer to a SEND): flow control
+        # lets go after flow_max_hold, the queue being stalled (nobody consumes it)
+        await until(lambda: running.broker.flow.holds == 1, what="the sender held")
+        running.advance(running.config["broker"]["flow_max_hold"])
         await client.ping()
         assert len(running.broker.queues["jobs-cap-2"]) == 2
         assert running.doors["malamute"].counters["service_dropped"] == 1
