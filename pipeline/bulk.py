@@ -14,10 +14,14 @@ slow, and batches.py decodes it with `columns.decode_columns`, the codec's own b
 decoder: values with '%' or bytes beyond ASCII, records with a CR, a continuation line
 after a variable or a control character beyond ASCII, numbers that are not plain digits
 (or are too long to add up in 64 bits), settle stamps of another form, base64 bodies
-that are not canonical, headers, and the columns `variables` and `checksum`. So every
-value keeps one definition and every error is the codec's (a hypothesis property in
-tests/pipeline/test_bulk.py holds the two paths equal).
+that are not canonical, headers with a key twice or a pair without '=', variables the
+broker does not write or written twice. So every value keeps one definition and every
+error is the codec's (hypothesis properties and examples in tests/pipeline/test_bulk.py
+hold the two paths equal). Only base64 bodies (`body_bytes`, `frames`) still take the
+codec's path for every row that has one.
 """
+import zlib
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,8 +53,11 @@ _B64 = "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
 _ONE_FRAME = f"^{_B64}$"
 _FRAMES = f"^{_B64}(?: {_B64})*$"
 
-#: Columns that always take the codec's path.
-SLOW_COLUMNS = frozenset({"variables", "checksum"})
+_URLSAFE = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", np.uint8)
+_CHECKSUM_STATES = pa.array(["ok", "edited", "missing", "mismatch"])
+# The variables the broker writes (journal.encode_message): the map column is bulk for these.
+_NAMES_WRITTEN = pa.array([b"i", b"s", b"f", b"t", b"ttl", b"priority", b"tracker", b"headers",
+                           b"enc", b"frames", b"moved", b"r", b"e", b"c"])
 
 
 def status_array(data, starts):
@@ -425,14 +432,94 @@ class Fields:
         offsets = pa.array(np.arange(self.n + 1, dtype=np.int32))
         return pa.ListArray.from_arrays(offsets, body), slow
 
+    def _column_checksum(self, type_):
+        """journal.checksum_state: the CRC-32 of the record from after its control
+        character to its `\\r=` line, as six URL-safe base64 characters in `\\c=`.
+        zlib computes each record's CRC (one C call per record, no parsing); the
+        encoding and the comparison are array operations."""
+        data = self.data
+        lo, hi, present = self._variable(b"c")
+        hi, ascii_ = self._rstrip(lo, hi)
+        mutable, _, has_mutable = self._variable(b"r")
+        mutable = mutable - 3                           # the backslash of the `\\r=` line
+        edited = present & (hi - lo == 1)
+        edited[edited] = data[lo[edited]] == ord("-")
+        state = np.where(present, np.where(edited, 1, 3), 2).astype(np.int8)
+        rows = np.flatnonzero(present & ~edited & has_mutable & (hi - lo == 6))
+        if len(rows):
+            view = memoryview(self.block.buffer)
+            crcs = np.fromiter(map(zlib.crc32, map(view.__getitem__, map(
+                slice, (self.starts[rows] + 1).tolist(), mutable[rows].tolist()))), np.int64, len(rows))
+            shifts = np.array([26, 20, 14, 8, 2], np.int64)
+            sextets = np.empty((len(rows), 6), np.int64)
+            sextets[:, :5] = (crcs[:, None] >> shifts) & 63
+            sextets[:, 5] = (crcs & 3) << 4
+            stored = data[lo[rows, None] + np.arange(6)]
+            state[rows[(stored == _URLSAFE[sextets]).all(axis=1)]] = 0
+        array = pa.DictionaryArray.from_arrays(pa.array(state), _CHECKSUM_STATES).cast(pa.string())
+        return array, ~self._plain() | (present & ~ascii_)
+
+    def _column_variables(self, type_):
+        """Record.variables as a map, the codec's way: a name's first value wins, and
+        the entries come in reverse file order (the codec builds its dict from the last
+        line up). Records with a name the broker does not write, a name twice, or a
+        byte beyond ASCII in a variable line are left to it."""
+        starts, ends, record, _ = self._variable_lines()
+        equals = self._positions(ord("="))
+        eq = equals[np.minimum(np.searchsorted(equals, starts), max(len(equals) - 1, 0))] \
+            if len(equals) else np.full(len(starts), -1)
+        named = (eq > starts) & (eq < ends)
+        key_end = np.where(named, eq, ends)
+        keys = self._slices(starts + 1, key_end)
+        code = pc.index_in(keys, value_set=_NAMES_WRITTEN).fill_null(-1).to_numpy()
+        odd = (code < 0) | ~named | self._has(self._high(), starts, ends)
+        slow = ~self._plain()
+        slow[record[odd]] = True
+        counts = np.bincount(record * len(_NAMES_WRITTEN) + np.maximum(code, 0),
+                             minlength=self.n * len(_NAMES_WRITTEN))
+        slow |= (counts.reshape(self.n, len(_NAMES_WRITTEN)) > 1).any(axis=1)
+        value_lo = np.where(named, key_end + 1, ends)
+        value_hi, _ = self._rstrip(value_lo, ends)
+        order = np.lexsort((-starts, record))
+        order = order[~slow[record[order]]]
+        offsets = np.zeros(self.n + 1, np.int32)
+        np.cumsum(np.bincount(record[order], minlength=self.n), out=offsets[1:])
+        take = pa.array(order.astype(np.int64))
+        values = self._slices(value_lo, np.maximum(value_hi, value_lo))
+        entries = pa.MapArray.from_arrays(pa.array(offsets), keys.take(take).cast(pa.string()),
+                                          values.take(take).cast(pa.string()))
+        return entries, slow
+
     def _column_headers(self, type_):
-        present = self._variable(b"headers")[2]
-        return pa.nulls(self.n, type_), present | ~self._plain()
-
-    def _codec_only(self, type_):
-        return pa.nulls(self.n, type_), np.ones(self.n, bool)
-
-    _column_variables = _column_checksum = _codec_only
+        """`\\headers=k=v&k=v` as a map: split on '&', each pair on its first '='.
+        Values with '%' or bytes beyond ASCII, pairs without '=' (the codec's error) and
+        a key twice are left to the codec."""
+        lo, hi, present = self._variable(b"headers")
+        slow = ~self._plain()
+        rows = np.flatnonzero(present)
+        offsets = np.zeros(self.n + 1, np.int32)
+        if not len(rows):
+            return pa.MapArray.from_arrays(pa.array(offsets), pa.array([], pa.string()),
+                                           pa.array([], pa.string()), mask=pa.array(~present)), slow
+        bad = self._special(lo[rows], hi[rows])
+        texts = self._slices(lo[rows], np.where(bad, lo[rows], hi[rows])).cast(pa.string())
+        pairs = pc.split_pattern(texts, "&")
+        per_row = np.diff(pairs.offsets.to_numpy())
+        pair_row = np.repeat(np.arange(len(rows)), per_row)
+        flat = pairs.flatten()
+        has_eq = pc.match_substring(flat, "=").to_numpy(zero_copy_only=False)
+        bad[pair_row[~has_eq]] = True
+        kv = pc.split_pattern(pc.if_else(pa.array(has_eq), flat, pa.scalar("=")), "=", max_splits=1)
+        keys, values = pc.list_element(kv, 0), pc.list_element(kv, 1)
+        counts = pa.table({"r": pair_row, "k": keys}).group_by(["r", "k"]).aggregate([("r", "count")])
+        bad[counts.filter(pc.greater(counts["r_count"], 1))["r"].to_numpy()] = True
+        slow[rows[bad]] = True
+        keep = pa.array(~bad[pair_row])
+        counts = np.zeros(self.n, np.int64)
+        counts[rows[~bad]] = per_row[~bad]
+        np.cumsum(counts, out=offsets[1:])
+        return pa.MapArray.from_arrays(pa.array(offsets), keys.filter(keep), values.filter(keep),
+                                       mask=pa.array(~present)), slow
 
     def times(self, name):
         """(ms, present, fast) of "created" or "settled", for row selection."""

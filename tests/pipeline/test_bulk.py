@@ -158,7 +158,8 @@ def test_bulk_columns_on_realistic_traffic_and_subsets():
     from mqksbridge.pipeline.bulk import Fields
     fields = Fields(block, BASE)
     for name in ("status", "subject", "origin", "consumer", "settle_reason", "retry", "size",
-                 "created", "settled", "id", "sender", "frame_count", "expires", "priority"):
+                 "created", "settled", "id", "sender", "frame_count", "expires", "priority",
+                 "variables", "checksum", "headers"):
         assert fields.column(name, ARROW.field(name).type)[1] is None, name
 
 
@@ -170,3 +171,22 @@ def test_columns_nobody_selected_are_not_decoded():
     assert record_batch(["id", "subject"], arrow, "f", "q", 0, block).num_rows == 3
     with pytest.raises(TextQueueError, match="t is not an integer"):
         record_batch(["created"], pa.schema([ARROW.field("created")]), "f", "q", 0, block)
+
+
+@pytest.mark.parametrize("headers", [b"k=v&a=b", b"k=v&k=w", b"novalue", b"k=v&", b"", b"=", b"a=b=c",
+                                     b"%41=%42", b"k=caf\xc3\xa9", b"k=v&a=b&k=x"])
+def test_headers_variables_and_checksums_in_bulk_equal_the_codec(headers):
+    """The map and checksum columns on the shapes a hand may leave: each value of a
+    `\\headers` line (a key twice, a pair without '=', escapes, non-ASCII) beside records
+    the broker wrote, a variable twice, a name the broker does not write, an edited and
+    a broken checksum."""
+    envs = [journal.Envelope("a", "s", (b"x",), {"k": "v", "t": "1"}, created_at=1.0),
+            journal.Envelope("b", "s", (b"y",), created_at=2.0)]
+    data = b"".join(journal.encode_message(e) for e in envs)
+    edits = data.replace(b"\\headers=k=v&t=1\n", b"\\headers=" + headers + b"\n", 1)
+    twice = data.replace(b"\\i=b\n", b"\\i=b\n\\i=c\n\\note=hand\n\\bare\n")
+    signed = data.replace(b"\\c=", b"\\c=-  \n\\c=", 1)
+    broken = data.replace(b"\\s=s\n", b"\\s=z\n", 1)
+    names = ["headers", "variables", "checksum"]
+    for each in (data, edits, twice, signed, broken):
+        _check(each + each, BASE, names=names)
