@@ -102,6 +102,16 @@ class Range(NamedTuple):
     size: int
 
 
+def balanced_split(files, split_bytes, cores=1, least=64 << 10) -> int:
+    """The range size that cuts `files` into whole rounds of `cores` tasks of at most
+    `split_bytes` each (about equal, at least `least` bytes: tiny ranges cost more to
+    start than to read)."""
+    total = sum(os.path.getsize(path) for path in files)
+    tasks = -(-total // split_bytes)
+    tasks = -(-tasks // cores) * cores
+    return max(min(split_bytes, -(-total // max(tasks, 1))), min(least, split_bytes))
+
+
 def plan(files, split_bytes) -> list:
     """Ranges of at most `split_bytes` over the files (an empty file gives none)."""
     ranges = []

@@ -55,12 +55,13 @@ def spark_session(master="local[*]", conf=None, app="mqksbridge-pipeline"):
 
 def read(spark, paths, columns=None, **options):
     """The textqueue DataFrame of `paths` (files, directories, globs) with only
-    `columns` decoded (all by default)."""
+    `columns` decoded (all by default), in tasks balanced over the session's cores."""
     import json
 
     from mqksbridge.pipeline import schema
 
     reader = spark.read.format("textqueue").option("paths", json.dumps([str(p) for p in paths]))
+    options.setdefault("minPartitions", spark.sparkContext.defaultParallelism)
     for key, value in options.items():
         reader = reader.option(key, str(value))
     return reader.schema(schema.spark_schema(columns)).load()

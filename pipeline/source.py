@@ -6,9 +6,11 @@
 Options: `path` (one path) or `paths` (a JSON list; either may be a file, a directory
 read recursively, or a glob), `recursive` (default true), `pathGlobFilter` (a glob the
 file names must match), `splitBytes` (the largest byte range a task reads, default
-32 MiB). Files are cut into byte ranges that resynchronise on a record start
-(pipeline/files.py), small files share a task, and each task yields Arrow record
-batches. Filters on status, queue, file, offset and the created and settled times are
+32 MiB), `minPartitions` (the cores that will read, default 1: the tasks come in whole
+rounds of that many, equal in size, so no core idles in the last round; the jobs'
+`read` sets it to Spark's default parallelism). Files are cut into byte ranges that
+resynchronise on a record start (pipeline/files.py), small files share a task, and each
+task yields Arrow record batches. Filters on status, queue, file, offset and the created and settled times are
 pushed down (Spark must have `spark.sql.python.filterPushdown.enabled=true`; the
 jobs' session sets it) and applied exactly here: files whose queue is not wanted are
 not opened, rows whose status or time is not wanted are not decoded. Declare the
@@ -82,8 +84,9 @@ class TextQueueReader(DataSourceReader):
         self.recursive = _flag(options, "recursive", "true")
         self.name_glob = options.get("pathGlobFilter")
         self.split_bytes = int(options.get("splitBytes", SPLIT_BYTES))
-        if self.split_bytes < 1:
-            raise ValueError("textqueue option splitBytes must be positive")
+        self.min_partitions = int(options.get("minPartitions", 1))
+        if self.split_bytes < 1 or self.min_partitions < 1:
+            raise ValueError("textqueue options splitBytes and minPartitions must be positive")
         self.selection = Selection()
         self.queues = None           # None: any; else a predicate list, all must hold
         self.file_tests = []
@@ -133,15 +136,16 @@ class TextQueueReader(DataSourceReader):
     def partitions(self):
         found = files.expand(self.paths, self.recursive, self.name_glob)
         found = [f for f in found if all(test(f) for test in self.file_tests)]
-        ranges = files.plan(found, self.split_bytes)
+        split = files.balanced_split(found, self.split_bytes, self.min_partitions)
+        ranges = files.plan(found, split)
         tasks, small, small_bytes = [], [], 0
         for r in ranges:
-            if r.size >= self.split_bytes:
+            if r.size >= split:
                 tasks.append(Task([r]))
                 continue
             small.append(r)
             small_bytes += r.size
-            if small_bytes >= self.split_bytes:
+            if small_bytes >= split:
                 tasks.append(Task(small))
                 small, small_bytes = [], 0
         if small:

@@ -121,6 +121,24 @@ def test_byte_ranges_cut_at_every_offset_read_each_record_once(tmp_path):
             assert offsets(ranges) == whole, (a, b)
 
 
+def test_tasks_come_in_whole_rounds_of_the_cores(tmp_path):
+    """A big file is cut into tasks of about equal size, a multiple of the cores in
+    number (none idles in the last round); small files share a task."""
+    big = tmp_path / "big.tq"
+    big.write_bytes(b"-x\n" * 500_000)                            # 1,500,000 bytes
+    for cores, tasks in ((1, 5), (2, 6), (3, 6), (4, 8)):
+        source = TextQueueDataSource({"path": str(big), "splitBytes": "320000",
+                                      "minPartitions": str(cores)})
+        reader = source.reader(schema.spark_schema(["offset"]))
+        sizes = [sum(r.end - r.start for r in task.ranges) for task in reader.partitions()]
+        assert len(sizes) == tasks and sum(sizes) == 1_500_000, (cores, sizes)
+        assert max(sizes) - min(sizes) <= 3 * tasks and max(sizes) <= 320_000, (cores, sizes)
+        offsets = [b.column(0) for t in reader.partitions() for b in reader.read(t)]
+        assert sum(map(len, offsets)) == 500_000
+    assert files.balanced_split([str(big)], 320_000, 2, least=400_000) == 320_000
+    assert files.balanced_split([str(big)], 320_000, 200) == 64 << 10
+
+
 @pytest.mark.parametrize("split", [41, 1 << 20])
 def test_spark_reads_the_same_rows_whatever_the_split(spark, tmp_path, split):
     data, envs = _small_journal()
