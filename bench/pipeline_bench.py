@@ -11,6 +11,9 @@ per 1M records, read back, and deleted at the end. For each size:
   journal.decode_fields for the report's columns, record by record (what a script
   without the pipeline would do); also `scan` + `columns.decode_columns` in one process
   (the data source's own decoding, without Spark);
+- the data source's reader in one process without Spark (`TextQueueReader.read` over
+  its own partitions, what the Spark tasks run): the load-independent measure of the
+  decoding, for the same column sets;
 - Spark: `read(...).count()` on local[1] and local[2] with three declared column sets:
   offset+status (reading and splitting only), the report's columns, every column (the
   last only up to --all-columns-max records; sizes above it get one round);
@@ -31,7 +34,7 @@ import time
 
 from mqksbridge.pipeline import report
 from mqksbridge.pipeline.schema import COLUMNS
-from mqksbridge.pipeline.session import read, spark_session
+from mqksbridge.pipeline.session import read, spark_session, stop
 from mqksbridge.protocols.textqueue import Damage, Parser, journal, scan
 from mqksbridge.protocols.textqueue.columns import decode_columns
 from tests.pipeline import traffic
@@ -96,6 +99,16 @@ def plain_columns(folder):
     return n, time.perf_counter() - started
 
 
+def reader_count(folder, columns):
+    """Records/s of the data source's reader in this process (no Spark)."""
+    from mqksbridge.pipeline import schema
+    from mqksbridge.pipeline.source import TextQueueDataSource
+    started = time.perf_counter()
+    reader = TextQueueDataSource({"path": folder}).reader(schema.spark_schema(columns))
+    n = sum(b.num_rows for task in reader.partitions() for b in reader.read(task))
+    return n, time.perf_counter() - started
+
+
 def spark_count(spark, folder, columns):
     started = time.perf_counter()
     n = read(spark, [folder], columns).count()
@@ -148,6 +161,12 @@ def main():
                             note(n, "plain: Parser + decode_fields", *plain_parser(folders[n]))
                             gc.collect()
                             note(n, "plain: scan + decode_columns", *plain_columns(folders[n]))
+                        if master == "local[1]":
+                            for label, columns in SETS.items():
+                                if label == "all columns" and n > args.all_columns_max:
+                                    continue
+                                gc.collect()
+                                note(n, f"reader, one process: {label}", *reader_count(folders[n], columns))
                         for label, columns in SETS.items():
                             if label == "all columns" and n > args.all_columns_max:
                                 continue
@@ -163,7 +182,7 @@ def main():
                           f"({n / seconds / 1e6:.3f} M records/s), {facts['messages']} messages",
                           flush=True)
             finally:
-                spark.stop()
+                stop(spark)
         for (n, key), rate in best.items():
             results["sizes"][n].setdefault("records_per_s", {})[key] = round(rate)
         results["load_after"] = os.getloadavg()

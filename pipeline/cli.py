@@ -76,7 +76,7 @@ def main(argv=None):
     if args.command == "compact":
         from mqksbridge.pipeline import compact
         return compact.main(args)
-    from mqksbridge.pipeline.session import parse_conf, spark_session
+    from mqksbridge.pipeline.session import parse_conf, spark_session, stop
     try:
         conf = parse_conf(args.conf)
     except ValueError as e:
@@ -112,7 +112,7 @@ def main(argv=None):
             print(f"export: {count} records -> {args.out} (partitioned by day and queue)")
             return 0
     finally:
-        spark.stop()
+        stop(spark)
     return 2
 
 

@@ -53,6 +53,24 @@ def spark_session(master="local[*]", conf=None, app="mqksbridge-pipeline"):
     return spark
 
 
+def stop(spark, timeout=60):
+    """Stop the session and the JVM behind it: `SparkSession.stop` leaves the JVM and
+    the py4j gateway running until the interpreter exits; this closes the gateway and
+    waits for the JVM (and so its Python workers) to end, so nothing outlives the job."""
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    process = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    SparkContext._gateway = SparkContext._jvm = None
+    if process is not None:
+        process.stdin.close()               # the JVM exits when its stdin closes
+        process.wait(timeout)
+
+
 def read(spark, paths, columns=None, **options):
     """The textqueue DataFrame of `paths` (files, directories, globs) with only
     `columns` decoded (all by default), in tasks balanced over the session's cores."""

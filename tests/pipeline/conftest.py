@@ -3,20 +3,30 @@
 A session takes 10-20 s to start, so it is shared (scope "session"); its Python
 workers run this venv's Python (PYSPARK_PYTHON, set by session.spark_session), which
 has mqksbridge installed, so the data source is importable by the workers.
+
+The test JVMs (this session's, and the standalone cluster's in test_cluster.py) run
+short jobs on small data on a 2-core machine shared with the rest of the suite, so they
+compile with the quick JIT only and collect garbage on one thread (LEAN_JVM): the
+optimising compiler's and the parallel collector's threads cost more CPU than they save
+in a run this short.
 """
 import pytest
 
 from mqksbridge.pipeline import report
-from mqksbridge.pipeline.session import spark_session
+from mqksbridge.pipeline.session import spark_session, stop
 from tests.pipeline import traffic
+
+
+LEAN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @pytest.fixture(scope="session")
 def spark():
     session = spark_session("local[2]", {"spark.sql.shuffle.partitions": "4",
-                                         "spark.ui.enabled": "false"})
+                                         "spark.ui.enabled": "false",
+                                         "spark.driver.extraJavaOptions": LEAN_JVM})
     yield session
-    session.stop()
+    stop(session)           # the JVM and its Python workers end here, not at exit
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import pyspark
 import pytest
 
 from mqksbridge.pipeline import report
+from tests.pipeline.conftest import LEAN_JVM
 from tests.support.process import free_port
 
 SPARK_CLASS = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
@@ -57,20 +58,24 @@ class Daemon:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    """A master and a worker, started together (the worker retries until the master
+    answers)."""
     workdir = str(tmp_path_factory.mktemp("spark-cluster"))
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-           "SPARK_NO_DAEMONIZE": "1", "SPARK_DAEMON_MEMORY": "512m"}
+           "SPARK_NO_DAEMONIZE": "1", "SPARK_DAEMON_MEMORY": "512m",
+           "SPARK_DAEMON_JAVA_OPTS": LEAN_JVM}
     port, worker_port = free_port(), free_port()
-    master = Daemon(workdir, "master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                        "--port", str(port), "--webui-port", str(free_port())], env)
-    daemons = [master]
+    daemons = []
     try:
-        master.wait_for(r"I have been elected leader")
-        worker = Daemon(workdir, "worker", [
+        daemons.append(Daemon(workdir, "master", [
+            "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+            "--webui-port", str(free_port())], env))
+        daemons.append(Daemon(workdir, "worker", [
             "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", str(worker_port),
             "--webui-port", str(free_port()), "--cores", "2", "--memory", "1g",
-            "--work-dir", os.path.join(workdir, "work"), f"spark://127.0.0.1:{port}"], env)
-        daemons.append(worker)
+            "--work-dir", os.path.join(workdir, "work"), f"spark://127.0.0.1:{port}"], env))
+        master, worker = daemons
+        master.wait_for(r"I have been elected leader")
         worker.wait_for(r"Successfully registered with master")
         yield f"spark://127.0.0.1:{port}", master, worker
     finally:
@@ -88,15 +93,26 @@ def test_report_on_a_standalone_cluster_equals_local(cluster, report_journals, l
     url, master, worker = cluster
     journals = report_journals
     out = tmp_path / "cluster-report"
-    run = subprocess.run(
+    job = subprocess.Popen(
         [CLI, "report", str(journals), "--out", str(out), "--master", url, "--quiet",
          "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
          "--conf", "spark.executor.memory=768m", "--conf", "spark.cores.max=2",
-         "--conf", "spark.sql.shuffle.partitions=4"],
-        capture_output=True, text=True, timeout=600,
+         "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false",
+         "--conf", f"spark.driver.extraJavaOptions={LEAN_JVM}",
+         "--conf", f"spark.executor.extraJavaOptions={LEAN_JVM}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
-    assert run.returncode == 0, run.stdout + run.stderr[-5000:]
-    assert "report: 3" in run.stdout
+    try:
+        stdout, stderr = job.communicate(timeout=600)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    assert job.returncode == 0, stdout + stderr[-5000:]
+    # the job ended its driver JVM and its Python workers before it returned
+    with pytest.raises(ProcessLookupError):
+        os.killpg(job.pid, 0)
+    assert "report: 3" in stdout
     assert re.search(r"Launching executor app-\S+/\d+ on worker", master.log()), master.log()[-2000:]
     local = local_report[1]
     for name in report.TABLES:

@@ -35,11 +35,10 @@ def test_export_round_trip(spark, journals, tmp_path):
     assert days == ["day=2024-06-13", "day=2024-06-14", "day=2024-06-15"]
     assert sorted(os.listdir(os.path.join(out, "day=2024-06-14"))) == [
         "queue=audit%2F1", "queue=img", "queue=jobs", "queue=orders"]
-    back = spark.read.parquet(out)
-    source = read(spark, [journals], export.DEFAULT)
-    columns = [c for c in export.DEFAULT]
-    assert sorted(back.select(*columns).collect()) == sorted(source.collect())
-    for row in back.select("day", "created").collect():
+    back = spark.read.parquet(out).select(*export.DEFAULT, "day").collect()
+    source = read(spark, [journals], export.DEFAULT).collect()
+    assert sorted(tuple(row)[:-1] for row in back) == sorted(map(tuple, source))
+    for row in back:
         assert row.day == row.created.astimezone(UTC).date()
     narrowed = export.run(spark, [journals], str(tmp_path / "errors"), where="status = 'error'",
                           columns=["id", "status", "retry"], show_progress=False)
