@@ -7,7 +7,9 @@ journal is written once (tests/pipeline/traffic.py, as bench/pipeline_bench.py d
 then each tree runs in its own process with its own Spark session (PYTHONPATH puts
 the tree first, for the driver and its Python workers alike) and the two take turns,
 read after read, for each master and column set. Session start-up and a warm-up read
-are not timed. A tree's `src/` is what `git archive <commit> | tar -x` gives
+are not timed. Besides the wall-clock rate, each read's CPU seconds are counted over
+the child's whole process tree (driver, JVM, Python workers and planners: see
+bench/procstat.py), which a loaded machine moves far less. A tree's `src/` is what `git archive <commit> | tar -x` gives
 (`src/mqksbridge` links to the packages). The machine is shared: the ratio of two
 reads next to each other is the number, the best round of each counts.
 """
@@ -38,11 +40,15 @@ def child(master):
     where = spark.sparkContext.parallelize([0], 1).map(
         lambda _: __import__("mqksbridge.pipeline.batches").pipeline.batches.__file__).collect()[0]
     print(json.dumps({"ready": where}), flush=True)
+    from bench.procstat import tree_cpu_seconds
     for line in sys.stdin:
         label, path = line.rstrip("\n").split("\t")
+        cpu = tree_cpu_seconds(os.getpid())
         started = time.perf_counter()
         n = read(spark, [path], _columns(label)).count()
-        print(json.dumps({"n": n, "seconds": time.perf_counter() - started}), flush=True)
+        seconds = time.perf_counter() - started
+        print(json.dumps({"n": n, "seconds": seconds, "cpu": tree_cpu_seconds(os.getpid()) - cpu}),
+              flush=True)
     spark.stop()
 
 
@@ -60,7 +66,7 @@ class Tree:
         self.process.stdin.write(f"{label}\t{path}\n")
         self.process.stdin.flush()
         answer = json.loads(self.process.stdout.readline())
-        return answer["n"], answer["seconds"]
+        return answer["n"], answer["seconds"], answer["cpu"]
 
     def close(self):
         self.process.stdin.close()
@@ -92,23 +98,29 @@ def main():
                 for tree in trees:
                     print(f"{master} {tree.name}: {tree.where}", flush=True)
                     tree.read("offset+status", path)                    # warm
-                best = {}
+                best, cpu = {}, {}
                 for round_ in range(args.rounds):
                     for label in args.sets.split(","):
                         for tree in (trees if round_ % 2 == 0 else trees[::-1]):
-                            n, seconds = tree.read(label, path)
+                            n, seconds, cpu_seconds = tree.read(label, path)
                             assert n == args.records, (tree.name, label, n)
                             rate = n / seconds
                             key = (label, tree.name)
                             best[key] = max(best.get(key, 0), rate)
-                            print(f"{master} {label:15s} {tree.name:8s} {rate / 1e6:6.3f} M records/s",
-                                  flush=True)
+                            cpu[key] = min(cpu.get(key, float("inf")), cpu_seconds / n * 1e6)
+                            print(f"{master} {label:15s} {tree.name:8s} {rate / 1e6:6.3f} M records/s, "
+                                  f"{cpu_seconds / n * 1e6:5.2f} CPU s per M records "
+                                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
                 for label in args.sets.split(","):
                     a, b = best[(label, "baseline")], best[(label, "this")]
+                    ca, cb = cpu[(label, "baseline")], cpu[(label, "this")]
                     print(f"{master} {label:15s} best: baseline {a / 1e6:.3f}, this {b / 1e6:.3f} "
-                          f"M records/s, ratio {b / a:.2f}x", flush=True)
+                          f"M records/s, ratio {b / a:.2f}x; CPU s per M records: baseline {ca:.2f}, "
+                          f"this {cb:.2f}, ratio {ca / cb:.2f}x", flush=True)
                     results["rates"][f"{master} {label}"] = {
-                        "baseline": round(a), "this": round(b), "ratio": round(b / a, 2)}
+                        "baseline": round(a), "this": round(b), "ratio": round(b / a, 2),
+                        "cpu_s_per_M_baseline": round(ca, 2), "cpu_s_per_M_this": round(cb, 2),
+                        "cpu_ratio": round(ca / cb, 2)}
             finally:
                 for tree in trees:
                     tree.close()

@@ -29,3 +29,26 @@ def cpu_ns(pid):
         except FileNotFoundError:
             pass                         # a thread that ended meanwhile
     return total
+
+
+def tree_cpu_seconds(pid):
+    """CPU seconds of a process and every descendant alive now, with what their ended
+    children used (a Spark driver: its JVM, the JVM's Python daemon and workers, and
+    the planners that came and went)."""
+    parents, times = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue                     # ended meanwhile
+        parents.setdefault(int(fields[1]), []).append(int(entry))
+        times[int(entry)] = sum(int(v) for v in fields[11:15]) / _TICKS
+    total, stack = 0.0, [pid]
+    while stack:
+        p = stack.pop()
+        total += times.get(p, 0.0)
+        stack.extend(parents.get(p, ()))
+    return total
