@@ -83,6 +83,20 @@ def cluster(tmp_path_factory):
             daemon.stop()
 
 
+def _wait_group_gone(group, timeout=STARTUP):
+    """Wait until no process of a process group is left (the job's driver JVM waits for
+    its end, but the JVM's Python daemon and workers exit when they see it gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)         # a group emptying sends no event to wait for
+    left = subprocess.run(["ps", "-o", "pid,args", "-g", str(group)], capture_output=True, text=True)
+    raise AssertionError(f"processes of the job outlived it:\n{left.stdout}")
+
+
 def _sorted_rows(frame):
     frame = frame.astype(object).where(frame.notna(), None)
     columns = sorted(frame.columns)
@@ -109,9 +123,7 @@ def test_report_on_a_standalone_cluster_equals_local(cluster, report_journals, l
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
     assert job.returncode == 0, stdout + stderr[-5000:]
-    # the job ended its driver JVM and its Python workers before it returned
-    with pytest.raises(ProcessLookupError):
-        os.killpg(job.pid, 0)
+    _wait_group_gone(job.pid)           # nothing of the job outlives it: JVM, Python workers
     assert "report: 3" in stdout
     assert re.search(r"Launching executor app-\S+/\d+ on worker", master.log()), master.log()[-2000:]
     local = local_report[1]
