@@ -98,6 +98,9 @@ DEFAULTS = {
         "listen": ["tcp:15680:interface=127.0.0.1"],  # HTTP: JSON API, /metrics, dashboard
         "sample_interval": 1.0,      # seconds between counter samples (rates)
         "token": "",                 # set: the API needs `Authorization: Bearer TOKEN`
+        "session_lifetime": 28800.0, # seconds a dashboard login lasts (docs/admin.md)
+        "login_failures": 5,         # failed logins per peer within login_window, then
+        "login_window": 300.0,       # 429 until the window has passed
     },
     "security": {                    # docs/security.md
         "users": "",                 # the users file (TOML); "": no users, no checks
@@ -449,6 +452,9 @@ RULES = {
     "admin.listen": endpoints(twisted_endpoint),
     "admin.sample_interval": number(0.05, 3600.0),
     "admin.token": string(),
+    "admin.session_lifetime": number(1.0, 86400.0 * 366),
+    "admin.login_failures": integer(1, 1 << 20),
+    "admin.login_window": number(1.0, 86400.0),
     "security.users": string(),
     "security.max_connections": integer(0, 1 << 31),
     "security.max_message_size": integer(0, 1 << 40),

@@ -2,6 +2,7 @@
 
 `build` is the entry point, called by bridge.service once the doors exist.
 """
+from mqksbridge.bridge.admin.auth import AdminAuth
 from mqksbridge.bridge.admin.metrics import Metrics
 from mqksbridge.bridge.admin.sampler import Sampler
 from mqksbridge.bridge.admin.view import AdminView
@@ -27,7 +28,9 @@ def build(config, broker, doors, listeners, reactor, clock=None, security=None):
     view = AdminView(broker, doors, listeners, sampler, clock,
                      interval=settings["sample_interval"], node=config["twino"]["node"])
     metrics = Metrics(view)
-    factory = site(view, metrics, settings["token"])
+    auth = AdminAuth(security, settings["token"], clock, settings["session_lifetime"],
+                     settings["login_failures"], settings["login_window"])
+    factory = site(view, metrics, auth)
     services = [periodic(settings["sample_interval"], sampler.sample, clock, "admin sampler")]
     services += [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
     return Admin(view, sampler, metrics, factory), services

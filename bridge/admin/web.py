@@ -1,22 +1,28 @@
 """The admin HTTP endpoint (twisted.web): JSON API, /metrics and the dashboard.
 
 One leaf resource routes on method and path; every answer is built in the reactor thread
-from the live broker (bridge.admin.view) and written at once. Actions (POST, DELETE) must
-carry `Content-Type: application/json`: a page on another origin cannot send that without
-a CORS preflight this server never allows, so a browser cannot be tricked into them.
-Queue names are one path segment, percent-encoded (`orders%2F1` is queue `orders/1`).
+from the live broker (bridge.admin.view) and written at once, except that a password check
+(HTTP Basic, the login form) waits for its worker thread first (bridge.admin.auth).
+Actions (POST, DELETE) must carry `Content-Type: application/json`: a page on another
+origin cannot send that without a CORS preflight this server never allows, so a browser
+cannot be tricked into them; an `Origin` of another host and, for a session, a missing
+CSRF token are refused as well. Queue names are one path segment, percent-encoded
+(`orders%2F1` is queue `orders/1`).
 """
-import hmac
 import json
 from importlib import resources
 from urllib.parse import unquote
 
+from twisted.internet import defer
+from twisted.logger import Logger
 from twisted.web import resource, server
 
 from mqksbridge.bridge.admin import actions
 from mqksbridge.bridge.admin.actions import ActionError
+from mqksbridge.bridge.admin.auth import AdminAuth
 from mqksbridge.bridge.admin.metrics import CONTENT_TYPE as METRICS_TYPE
 from mqksbridge.bridge.admin.view import DEFAULT_LIMIT, MAX_LIMIT
+from mqksbridge.core.permissions import BROKER, QUEUE
 
 STATIC = {                       # file -> content type (shipped as package data)
     "index.html": "text/html; charset=utf-8",
@@ -24,6 +30,8 @@ STATIC = {                       # file -> content type (shipped as package data
     "dashboard.css": "text/css; charset=utf-8",
     "openapi.json": "application/json",
 }
+log = Logger(namespace="mqksbridge.admin")
+PUBLIC = ([], [""], ["static"])          # path[:1] anyone may GET: the dashboard's files
 QUEUE_ACTIONS = {"purge": actions.purge, "pause": actions.pause, "resume": actions.resume,
                  "requeue-dead": actions.requeue_dead}
 
@@ -35,29 +43,80 @@ def static_file(name):
 class AdminResource(resource.Resource):
     isLeaf = True
 
-    def __init__(self, view, metrics, token=""):
+    def __init__(self, view, metrics, auth):
         super().__init__()
         self.view = view
         self.metrics = metrics
+        self.auth = auth
         self.requests = 0
-        self.token = b"Bearer " + token.encode() if token else None   # admin.token
 
     def render(self, request):
         self.requests += 1
         path = [unquote(p.decode("latin-1"), errors="surrogateescape")
                 for p in request.path.split(b"/")[1:]]
         method = request.method.decode("ascii", "replace")
-        if self.token is not None and path[:1] not in ([], [""], ["static"]) and \
-                not hmac.compare_digest(request.getHeader(b"authorization") or b"", self.token):
-            request.setHeader(b"www-authenticate", b'Bearer realm="mqksbridge"')
-            return self.json(request, {"error": "a bearer token is required"}, 401)
+        if path == ["api", "login"] and self.auth.users:
+            return self.later(request, self.login(request, method))
         try:
-            return self.route(request, method, path)
+            identity = None if path[:1] in PUBLIC else self.auth.identify(request)
         except ActionError as exc:
-            return self.json(request, {"error": str(exc)}, exc.status)
+            return self.error(request, exc)
+        if isinstance(identity, defer.Deferred):
+            return self.later(request, identity.addCallback(
+                lambda who: self.answer(request, method, path, who)))
+        return self.answer(request, method, path, identity)
+
+    def answer(self, request, method, path, identity):
+        try:
+            return self.route(request, method, path, identity)
+        except ActionError as exc:
+            return self.error(request, exc)
+
+    def later(self, request, d):
+        """Write what `d` fires with (or its ActionError) once it fires, unless the client
+        has gone by then."""
+        gone = []
+        request.notifyFinish().addErrback(lambda _: gone.append(True))
+
+        def failed(failure):
+            if failure.check(ActionError):
+                return self.error(request, failure.value)
+            log.failure("admin request {path}", failure, path=request.path)
+            return self.json(request, {"error": "internal error"}, 500)
+
+        def write(body):
+            if not gone:
+                request.write(body)
+                request.finish()
+        d.addErrback(failed).addCallback(write)
+        return server.NOT_DONE_YET
+
+    def error(self, request, exc):
+        if exc.status == 401:
+            request.setHeader(b"www-authenticate", self.auth.challenge(request))
+        retry = getattr(exc, "retry_after", None)
+        if retry is not None:
+            request.setHeader(b"retry-after", str(retry).encode())
+        return self.json(request, {"error": str(exc)}, exc.status)
+
+    def login(self, request, method):
+        """POST /api/login {"user", "password"}: a session cookie for the dashboard."""
+        try:
+            self.only(method, "POST")
+            self.json_body(request)
+            self.auth.same_origin(request, None)
+            body = self.body(request)
+        except ActionError as exc:
+            return defer.fail(exc)
+        user = body.get("user") if isinstance(body, dict) else None
+        password = body.get("password") if isinstance(body, dict) else None
+        if not isinstance(user, str) or not isinstance(password, str):
+            return defer.fail(ActionError(400, 'login wants {"user": ..., "password": ...}'))
+        return self.auth.login(request, user, password).addCallback(
+            lambda who: self.json(request, who.describe()))
 
     # -- routing ---------------------------------------------------------------------------
-    def route(self, request, method, path):
+    def route(self, request, method, path, identity):
         if path in ([""], []):
             return self.static(request, method, "index.html")
         if path[0] == "static" and len(path) == 2 and path[1] in STATIC:
@@ -72,6 +131,13 @@ class AdminResource(resource.Resource):
         view = self.view
         if kind == "openapi.json" and not rest:
             return self.static(request, method, "openapi.json")
+        if kind == "session" and not rest:
+            self.only(method, "GET")
+            return self.json(request, identity.describe())
+        if kind == "logout" and not rest:
+            self.only(method, "POST")
+            self.check_action(request, identity)
+            return self.json(request, self.auth.logout(request, identity))
         if kind == "overview" and not rest:
             self.only(method, "GET")
             return self.json(request, view.overview())
@@ -82,12 +148,12 @@ class AdminResource(resource.Resource):
             self.only(method, "GET")
             return self.json(request, listings[kind](self.limit(request)))
         if kind == "queues" and rest:
-            return self.queue(request, method, rest)
+            return self.queue(request, method, rest, identity)
         if kind == "connections" and rest:
-            return self.connection(request, method, rest)
+            return self.connection(request, method, rest, identity)
         raise ActionError(404, "no such resource")
 
-    def queue(self, request, method, rest):
+    def queue(self, request, method, rest, identity):
         broker, name = self.view.broker, rest[0]
         if len(rest) == 1:
             if method == "GET":
@@ -96,9 +162,13 @@ class AdminResource(resource.Resource):
                     raise ActionError(404, f"no queue {name!r}")
                 return self.json(request, self.view.queue(queue))
             self.only(method, "DELETE")
+            self.check_action(request, identity, (QUEUE, name))
             return self.act(request, actions.delete, broker, name)
         if len(rest) == 2 and rest[1] in QUEUE_ACTIONS:
             self.only(method, "POST")
+            touched = [name] + ([name + actions.DEAD_LETTER_SUFFIX]
+                                if rest[1] == "requeue-dead" else [])
+            self.check_action(request, identity, *((QUEUE, n) for n in touched))
             return self.act(request, QUEUE_ACTIONS[rest[1]], broker, name)
         if len(rest) == 2 and rest[1] == "move":
             self.only(method, "POST")
@@ -106,16 +176,18 @@ class AdminResource(resource.Resource):
             target = body.get("to") if isinstance(body, dict) else None
             if not isinstance(target, str) or not target:
                 raise ActionError(400, 'move wants a JSON body {"to": "<queue>"}')
+            self.check_action(request, identity, (QUEUE, name), (QUEUE, target))
             return self.act(request, actions.move, broker, name, target)
         raise ActionError(404, "no such resource")
 
-    def connection(self, request, method, rest):
+    def connection(self, request, method, rest, identity):
         if len(rest) == 1 and method == "GET":
             traffic = self.view.find_connection(rest[0])
             if traffic is None:
                 raise ActionError(404, f"no connection {rest[0]!r}")
             return self.json(request, self.view.connection(traffic))
         if (len(rest) == 1 and method == "DELETE") or (rest[1:] == ["close"] and method == "POST"):
+            self.check_action(request, identity, (BROKER, ""))
             return self.act(request, actions.close_connection, self.view, rest[0])
         if len(rest) == 1:
             raise ActionError(405, f"{method} not allowed here")
@@ -127,10 +199,21 @@ class AdminResource(resource.Resource):
         if method != allowed:
             raise ActionError(405, f"{method} not allowed here (use {allowed})")
 
-    def act(self, request, action, *args):
+    def check_action(self, request, identity, *objects):
+        """ActionError unless this action may run: sent as JSON, from this site, and by
+        an identity with manage on every (kind, name) it touches."""
+        self.json_body(request)
+        self.auth.same_origin(request, identity)
+        for kind, name in objects:
+            identity.check(kind, name)
+
+    @staticmethod
+    def json_body(request):
         content_type = (request.getHeader(b"content-type") or b"").split(b";")[0].strip()
         if content_type.lower() != b"application/json":
             raise ActionError(415, "actions need Content-Type: application/json")
+
+    def act(self, request, action, *args):
         return self.json(request, action(*args))
 
     @staticmethod
@@ -170,10 +253,11 @@ class AdminResource(resource.Resource):
         return static_file(name)
 
 
-def site(view, metrics, token=""):
+def site(view, metrics, auth):
     """The twisted.web Site for the admin endpoint (no per-request log lines); with a
-    `token`, everything but the dashboard's static files needs `Authorization: Bearer`."""
-    root = AdminResource(view, metrics, token)
+    token or a users file (`auth`), everything but the dashboard's static files needs
+    credentials."""
+    root = AdminResource(view, metrics, auth)
     factory = server.Site(root)
     factory.log = lambda request: None
     factory.noisy = False

@@ -1,5 +1,7 @@
 // The mqksbridge dashboard: polls the JSON API once a second and redraws. No build step,
 // no library: tables are DOM, the per-door rate charts are a canvas, the flow view is SVG.
+// With users configured it shows a login form first: the session is an HttpOnly cookie,
+// and every action sends the session's CSRF token (docs/admin.md, "Logging in").
 "use strict";
 
 const POLL_MS = 1000;
@@ -45,10 +47,26 @@ function duration(seconds) {
 
 function doorTag(name) { return el("span", {class: "door-tag " + name}, name); }
 
+class LoggedOut extends Error {}
+
+let csrf = null;            // the session's token for actions (null: not a session)
+
 async function getJSON(path) {
   const response = await fetch(path, {cache: "no-store"});
+  if (response.status === 401) throw new LoggedOut((await response.json()).error);
   if (!response.ok) throw new Error(path + ": " + response.status);
   return response.json();
+}
+
+async function post(path, body) {
+  const headers = {"Content-Type": "application/json"};
+  if (csrf) headers["X-CSRF-Token"] = csrf;
+  const response = await fetch(path, {method: "POST", headers, cache: "no-store",
+                                      body: JSON.stringify(body || {})});
+  const answer = await response.json();
+  if (response.status === 401) throw new LoggedOut(answer.error);
+  if (!response.ok) throw new Error(answer.error || String(response.status));
+  return answer;
 }
 
 // -- doors and their rate charts -------------------------------------------------------------
@@ -159,7 +177,7 @@ function flowMatrix(flows, names) {
 function fillTable(id, rows, empty) {
   const body = document.querySelector(`#${id} tbody`);
   if (!rows.length) {
-    body.replaceChildren(el("tr", {}, el("td", {colspan: 9, class: "empty"}, empty)));
+    body.replaceChildren(el("tr", {}, el("td", {colspan: 10, class: "empty"}, empty)));
     return;
   }
   body.replaceChildren(...rows);
@@ -176,7 +194,30 @@ function queueRow(q) {
     el("td", {class: "n depth" + (q.depth ? " deep" : "")}, num(q.depth)),
     el("td", {class: "n"}, num(q.priority_depth)), el("td", {class: "n"}, num(q.unacked)),
     consumers, el("td", {class: "n"}, num(q.rates.publish)),
-    el("td", {class: "n"}, num(q.rates.deliver)), el("td", {class: "n"}, num(q.rates.ack)));
+    el("td", {class: "n"}, num(q.rates.deliver)), el("td", {class: "n"}, num(q.rates.ack)),
+    el("td", {class: "actions"},
+       el("button", {type: "button", "data-action": q.paused ? "resume" : "pause"},
+          q.paused ? "resume" : "pause"),
+       el("button", {type: "button", "data-action": "purge"}, "purge")));
+}
+
+// -- actions (one listener on the table body: its rows are redrawn every second) -------------
+async function queueAction(event) {
+  const button = event.target.closest("button[data-action]");
+  if (!button) return;
+  const queue = button.closest("tr").dataset.queue, action = button.dataset.action;
+  if (action === "purge" && !confirm(`Drop every waiting message of ${queue}?`)) return;
+  const status = document.getElementById("action-status");
+  try {
+    await post(`/api/queues/${encodeURIComponent(queue)}/${action}`);
+    status.className = "";
+    status.textContent = `${action} ${queue}: done`;
+  } catch (error) {
+    if (error instanceof LoggedOut) return showLogin(error.message);
+    status.className = "error";
+    status.textContent = `${action} ${queue}: ${error.message}`;
+  }
+  refresh();
 }
 
 function connectionRow(c) {
@@ -210,14 +251,67 @@ async function refresh() {
     status.title = "updated " + new Date().toLocaleTimeString();
     document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
   } catch (error) {
+    if (error instanceof LoggedOut) return showLogin(error.message);
     status.classList.remove("live");
     status.title = String(error);
   }
 }
 
-async function loop() {
+// -- logging in and out ----------------------------------------------------------------------
+let generation = 0;         // a login starts a new polling loop; showLogin ends the old one
+
+async function loop(mine) {
+  if (mine !== generation) return;
   await refresh();
-  setTimeout(loop, POLL_MS);
+  setTimeout(() => loop(mine), POLL_MS);
 }
 
-loop();
+function signedIn(session) {
+  csrf = session.csrf;
+  document.getElementById("who").textContent = session.user ? session.user : "";
+  document.getElementById("logout").hidden = session.via !== "session";
+  document.getElementById("login").hidden = true;
+  document.getElementById("dashboard").hidden = false;
+  loop(++generation);
+}
+
+function showLogin(message) {
+  generation++;
+  csrf = null;
+  document.getElementById("dashboard").hidden = true;
+  document.getElementById("logout").hidden = true;
+  document.getElementById("who").textContent = "";
+  document.getElementById("login").hidden = false;
+  document.getElementById("login-error").textContent = message || "";
+  document.getElementById("login-user").focus();
+}
+
+async function logIn(event) {
+  event.preventDefault();
+  const error = document.getElementById("login-error");
+  const response = await fetch("/api/login", {method: "POST", cache: "no-store",
+    headers: {"Content-Type": "application/json"},
+    body: JSON.stringify({user: document.getElementById("login-user").value,
+                          password: document.getElementById("login-password").value})});
+  const answer = await response.json();
+  document.getElementById("login-password").value = "";
+  if (!response.ok) { error.textContent = answer.error; return; }
+  error.textContent = "";
+  signedIn(answer);
+}
+
+async function logOut() {
+  try { await post("/api/logout"); } catch (error) { /* gone already: log in again */ }
+  showLogin("logged out");
+}
+
+async function start() {
+  document.getElementById("login-form").addEventListener("submit", logIn);
+  document.getElementById("logout").addEventListener("click", logOut);
+  document.querySelector("#queues tbody").addEventListener("click", queueAction);
+  const response = await fetch("/api/session", {cache: "no-store"});
+  if (response.ok) signedIn(await response.json());
+  else showLogin(response.status === 401 ? "" : `the admin API answered ${response.status}`);
+}
+
+start();
