@@ -27,6 +27,7 @@ from mqksbridge.core.permissions import BROKER, MANAGE
 COOKIE = b"mqksbridge_session"
 MAX_SESSIONS = 1024
 MAX_PEERS = 4096
+BUSY = "too many logins waiting"             # Security.login's reason when it is full
 
 
 class Identity:
@@ -169,6 +170,8 @@ class AdminAuth:
 
         def failed(failure):
             failure.trap(LoginFailed)
+            if failure.value.reason == BUSY:         # not this peer's failure
+                raise ActionError(503, "too many logins waiting: try again")
             self.failures.failed(peer)
             self.refused("login", request, failure.value.reason)
             raise ActionError(401, "wrong user or password")

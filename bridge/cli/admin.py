@@ -1,4 +1,5 @@
 """Commands over the admin HTTP API: stats, queues, connections, purge."""
+import base64
 import json
 import os
 import urllib.error
@@ -16,8 +17,12 @@ def call(base, path, method="GET", body=None, timeout=10.0):
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(base.rstrip("/") + path, data=data, method=method)
     token = os.environ.get("MQKSBRIDGE_ADMIN_TOKEN")        # the broker's admin.token
+    user = os.environ.get("MQKSBRIDGE_ADMIN_USER")          # or a users-file account
     if token:
         request.add_header("Authorization", f"Bearer {token}")
+    elif user:
+        secret = f"{user}:{os.environ.get('MQKSBRIDGE_ADMIN_PASSWORD', '')}".encode()
+        request.add_header("Authorization", "Basic " + base64.b64encode(secret).decode())
     if method != "GET":
         request.add_header("Content-Type", "application/json")
     try:

@@ -12,6 +12,7 @@ from twisted.internet import defer, task
 from twisted.internet.threads import deferToThread
 
 from mqksbridge.bridge.admin.auth import Failures
+from mqksbridge.bridge.cli import admin as cli_admin
 from mqksbridge.bridge.security.users import hash_password
 from tests.conftest import RunningBroker
 from tests.support.certs import Certificates
@@ -299,3 +300,38 @@ async def test_without_users_or_token_the_endpoint_stays_open(server):
     assert await mqks.request("c1 consume --confirm open-q ev") == "c1 ok "
     assert (await acall(port, "POST", "/api/queues/open-q/pause", {}))[0] == 200
 
+
+
+@pytest_twisted.ensureDeferred
+async def test_cli_admin_commands_log_in_from_the_environment(running, tmp_path, monkeypatch):
+    broker = await running(broker_config(tmp_path))
+    base = f"http://127.0.0.1:{broker.port('admin')}"
+    with pytest.raises(cli_admin.AdminError, match="^401: log in"):
+        await deferToThread(cli_admin.call, base, "/api/overview")
+    monkeypatch.setenv("MQKSBRIDGE_ADMIN_USER", "jobs")
+    monkeypatch.setenv("MQKSBRIDGE_ADMIN_PASSWORD", "jobs-secret")
+    assert (await deferToThread(cli_admin.call, base, "/api/session"))["user"] == "jobs"
+    await with_jobs(broker)
+    with pytest.raises(cli_admin.AdminError, match="^403: jobs may not manage queue 'other'"):
+        await deferToThread(cli_admin.call, base, "/api/queues/other/purge", "POST", {})
+
+
+def test_a_full_login_queue_is_503_and_no_failure_of_the_peer(tmp_path):
+    """Security.login refuses at once when MAX_PENDING checks wait (here: checks that never
+    finish): the admin answers 503 and does not count it against the peer."""
+    from twisted.web.test.requesthelper import DummyRequest
+
+    from mqksbridge.bridge.admin.auth import AdminAuth
+    from mqksbridge.bridge.security import MAX_PENDING, Security
+    from mqksbridge.bridge.security.users import load
+    security = Security(load(users_file(tmp_path / "users.toml")),
+                        run=lambda f, *args: defer.Deferred())
+    auth = AdminAuth(security, "", task.Clock(), 60.0, 1, 60.0)
+    waiting = [auth.check_password(DummyRequest([b""]), "ops", "x") for _ in range(MAX_PENDING)]
+    refused = []
+    auth.check_password(DummyRequest([b""]), "ops", "x").addErrback(refused.append)
+    assert refused[0].value.status == 503 and not auth.failures.peers
+    fired = []
+    for d in waiting:
+        d.addBoth(fired.append)
+    assert fired == []                       # the 64 still wait for their checks
