@@ -57,6 +57,7 @@ DEFAULTS = {
         "max_subject": 1024,         # subject bytes patterns (bar plain text) are tried on
         "max_connections": 10_000,   # more at once: ZMTP ERROR and the close (0: no limit)
         "handshake_timeout": 10.0,   # seconds to the ZMTP greeting and a first command
+        "curve": {},                 # [malamute.curve] endpoint -> its CURVE secret key file
     },
     "twino": {
         "listen": ["tcp:22200"],     # Twisted endpoint strings
@@ -144,7 +145,7 @@ def size_limit(value):
 MOVED = {"malamute.mailbox_size_limit": "broker.mailbox_size_limit",       # limits belong to
          "malamute.service_queue_size_limit": "broker.queue_size_limit"}  # the object now
 # Tables whose keys are the user's (names), checked as one value by their rule.
-OPEN_TABLES = {"textqueue.outbox", "mqks.listen_users"}
+OPEN_TABLES = {"textqueue.outbox", "mqks.listen_users", "malamute.curve"}
 
 
 def merge(base, extra, path=""):
@@ -340,6 +341,20 @@ def listen_users(value):
     return None
 
 
+def curve_keys(value):
+    """[malamute.curve]: endpoint = server key file, each file read and checked now."""
+    from mqksbridge.bridge.malamute.curve_keys import CurveKeyError, load
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()):
+        return "must be a table of endpoint = CURVE secret key file"
+    for path in value.values():
+        try:
+            load(path)
+        except CurveKeyError as exc:
+            return str(exc)
+    return None
+
+
 def gc_threshold(value):
     if value == []:
         return None
@@ -417,6 +432,7 @@ RULES = {
     "malamute.max_subject": integer(255, 1 << 20),
     "malamute.max_connections": integer(0, 1 << 24),
     "malamute.handshake_timeout": SECONDS,
+    "malamute.curve": curve_keys,
     "twino.listen": endpoints(twisted_endpoint),
     "twino.node": string(nonempty=True),
     "twino.max_frame_size": integer(64, 1 << 40),
@@ -502,6 +518,10 @@ def validate(config):
         if endpoint not in config["mqks"]["listen"]:
             raise ConfigError(f"configuration key mqks.listen_users: {show(endpoint)} is not "
                               "one of mqks.listen")
+    for endpoint in config["malamute"]["curve"]:
+        if endpoint not in config["malamute"]["listen"]:
+            raise ConfigError(f"configuration key malamute.curve: {show(endpoint)} is not "
+                              "one of malamute.listen")
     if config["malamute"]["mechanism"] == "plain" and not config["security"]["users"]:
         raise ConfigError("configuration key malamute.mechanism = \"plain\": PLAIN logins "
                           "are checked against users: set security.users")

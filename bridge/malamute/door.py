@@ -16,8 +16,9 @@ from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.config import size_limit
 from mqksbridge.bridge.convert.malamute import RAW_MAILBOX, RAW_SERVICE, RAW_STREAM, message
 from mqksbridge.bridge.malamute.peer import Peer
+from mqksbridge.bridge.malamute import curve_keys
 from mqksbridge.bridge.malamute.endpoints import ZmqListener
-from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
+from mqksbridge.bridge.malamute.zmtp_router import CurveEndpoint, ZmtpRouter
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer
 from mqksbridge.core.mailbox import DROPPED
@@ -476,5 +477,7 @@ def build(config, broker, scheduler, reactor, clock, security=None):
     door.traffic = door.transport.traffic
     sweep = periodic(float(settings["check_interval"]), door.sweep, clock,
                      "malamute session expiry sweep")
-    return door, [*(ZmqListener(reactor, endpoint, door.transport)
+    curve = {endpoint: CurveEndpoint(door.transport, curve_keys.load(path))
+             for endpoint, path in settings["curve"].items()}
+    return door, [*(ZmqListener(reactor, endpoint, curve.get(endpoint, door.transport))
                     for endpoint in settings["listen"]), sweep]

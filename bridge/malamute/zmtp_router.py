@@ -14,6 +14,9 @@ transport is full its output collects there; past the Outbox's mark the peer's G
 the core client attached to it, so queued work waits in the core. `busy(rid)` tells a
 sender of droppable traffic (stream copies) that `high_water` messages went out since the
 transport filled up, the bound libzmq's SNDHWM gave.
+
+An endpoint can serve CURVE (`CurveEndpoint`, RFC 26): its connections share the ROUTER's
+routing ids, and a SealingOutbox encrypts what they are sent once their handshake is done.
 """
 import itertools
 import os
@@ -29,6 +32,7 @@ from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.protocols.zmtp import codec
 from mqksbridge.protocols.zmtp.codec import (Connection, PeerError, Ping, PlainHello, Ready,
                                              ZmtpError)
+from mqksbridge.protocols.zmtp.curve import CurveConnection, Reply
 
 log = Logger(namespace="mqksbridge.zmtp")
 
@@ -68,18 +72,21 @@ class ZmtpConnection(protocol.Protocol):
     principal = None                     # who a PLAIN login proved it is (core.permissions)
     silent = True                        # no message yet (router.unopened)
 
-    def __init__(self, router):
+    def __init__(self, router, curve=None):
         self.router = router
-        self.zmtp = Connection("ROUTER", router.max_message, router.max_frames,
-                               router.mechanism)
+        if curve is not None:            # the endpoint's CURVE secret key
+            self.zmtp = CurveConnection(curve, "ROUTER", router.max_message, router.max_frames)
+        else:
+            self.zmtp = Connection("ROUTER", router.max_message, router.max_frames,
+                                   router.mechanism)
         self.gate = Gate()
         self.outbox = None
         self.kept = None                 # messages of a read not handed over (input held)
 
     def connectionMade(self):
         self.input = Input(self.transport, self._carry_on)
-        self.outbox = Outbox(self.transport, self.router.scheduler, self.gate,
-                             input=self.input)
+        kind = SealingOutbox if isinstance(self.zmtp, CurveConnection) else Outbox
+        self.outbox = kind(self.transport, self.router.scheduler, self.gate, input=self.input)
         peer = self.transport.getPeer()
         self.traffic = self.router.traffic.open(
             f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}", self.transport,
@@ -140,6 +147,10 @@ class ZmtpConnection(protocol.Protocol):
                 reply = self.zmtp.ready_reply()
                 if reply:
                     self.outbox.write(reply)
+                if isinstance(self.outbox, SealingOutbox):
+                    self.outbox.seal = self.zmtp.seal
+            elif isinstance(event, Reply):   # CURVE's WELCOME
+                self.outbox.write(event.data)
         if messages:
             self._deliver(messages)
         for event in events:
@@ -192,6 +203,29 @@ class ZmtpConnection(protocol.Protocol):
         each(log, "zmtp connection lost", steps)
 
 
+class SealingOutbox(Outbox):
+    """A CURVE connection's Outbox: once `seal` is set (READY is out), every write is
+    whole ZMTP frames, encrypted here into MESSAGE frames in the order written."""
+
+    seal = None
+
+    def write(self, data):
+        seal = self.seal
+        super().write(data if seal is None else seal(data))
+
+
+class CurveEndpoint(protocol.Factory):
+    """The factory of one CURVE endpoint: connections of the ROUTER that handshake with
+    CURVE under this endpoint's secret key (bridge.malamute.curve_keys)."""
+
+    def __init__(self, router, secret):
+        self.router, self.secret = router, secret
+
+    def buildProtocol(self, addr):
+        refused = self.router.refusal()
+        return refused if refused is not None else ZmtpConnection(self.router, self.secret)
+
+
 class ZmtpRouter(protocol.Factory):
     """The ROUTER: routing ids to connections, for any number of listening endpoints."""
 
@@ -213,11 +247,15 @@ class ZmtpRouter(protocol.Factory):
         self.refused = 0                 # connections closed for breaking the protocol
 
     def buildProtocol(self, addr):
+        refused = self.refusal()
+        return refused if refused is not None else ZmtpConnection(self)
+
+    def refusal(self):
         """Past max_connections: our greeting and ERROR in place of READY (the handshake
-        command ZMTP has for a refusal), then the close."""
+        command ZMTP has for a refusal), then the close; None while under it."""
         if not self.traffic.admit():
             return Refused(codec.GREETING + codec.error("too many connections"))
-        return ZmtpConnection(self)
+        return None
 
     def attach(self, conn, identity):
         """Give a connection its routing id; False if the identity is taken."""
