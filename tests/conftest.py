@@ -124,6 +124,20 @@ def server():
 
 
 @pytest.fixture
+def running():
+    """Start a RunningBroker with overrides: `await running(overrides)`; stopped after."""
+    made = []
+
+    async def start(overrides):
+        broker = RunningBroker(overrides)
+        made.append(broker)
+        return await broker.start()
+    yield start
+    for broker in made:
+        pytest_twisted.blockon(defer.ensureDeferred(broker.stop()))
+
+
+@pytest.fixture
 def harness():
     """The fast layer (tests.support.wire): every door on StringTransports, a task.Clock."""
     built = Harness()

@@ -94,19 +94,6 @@ async def log_in(port, user, password, tls=None, origin=None):
     return line.split(";", 1)[0], answer["csrf"], line
 
 
-@pytest.fixture
-def running():
-    made = []
-
-    async def start(overrides):
-        broker = RunningBroker(overrides)
-        made.append(broker)
-        return await broker.start()
-    yield start
-    for broker in made:
-        pytest_twisted.blockon(defer.ensureDeferred(broker.stop()))
-
-
 async def with_jobs(broker):
     """Queues `jobs` and `other`, made through MQKS (no users for MQKS in these tests:
     the MQKS listener acts as `ops`)."""

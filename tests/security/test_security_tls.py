@@ -9,11 +9,9 @@ import urllib.request
 
 import pytest
 import pytest_twisted
-from twisted.internet import defer
 from twisted.internet.threads import deferToThread
 
 from mqksbridge.bridge import config as configuration
-from tests.conftest import RunningBroker
 from tests.support.certs import Certificates
 from tests.twino.helpers import make_queue
 
@@ -25,20 +23,6 @@ REFUSED = {"EOF", "SSLError", "SSLEOFError", "SSLZeroReturnError", "ConnectionRe
 @pytest.fixture
 def certs(tmp_path):
     return Certificates(tmp_path)
-
-
-@pytest.fixture
-def running():
-    """Start a RunningBroker with overrides: `await running(overrides)`; stopped after."""
-    made = []
-
-    async def start(overrides):
-        broker = RunningBroker(overrides)
-        made.append(broker)
-        return await broker.start()
-    yield start
-    for broker in made:
-        pytest_twisted.blockon(defer.ensureDeferred(broker.stop()))
 
 
 def lines_over_tls(port, context, lines, replies):
