@@ -40,6 +40,7 @@ DEFAULTS = {
         "high_water": 1024 * 1024,   # pending output bytes before a consumer is paused (see docs)
         "max_event": 1024,           # longer events are refused with an error (docs/limits.md)
         "listen_users": {},          # [mqks.listen_users] endpoint -> the user its clients are
+        "auth": [],                  # endpoints whose clients log in with a first `auth` line
         "max_connections": 10_000,   # more at once: an error line and the close (0: no limit)
     },
     "malamute": {
@@ -417,6 +418,7 @@ RULES = {
     "mqks.high_water": BYTES,
     "mqks.max_event": integer(1, 1 << 20),
     "mqks.listen_users": listen_users,
+    "mqks.auth": endpoints(twisted_endpoint),
     "mqks.max_connections": integer(0, 1 << 24),
     "malamute.listen": endpoints(zmq_endpoint),
     "malamute.mechanism": string("null", "plain"),
@@ -522,6 +524,13 @@ def validate(config):
         if endpoint not in config["malamute"]["listen"]:
             raise ConfigError(f"configuration key malamute.curve: {show(endpoint)} is not "
                               "one of malamute.listen")
+    for endpoint in config["mqks"]["auth"]:
+        if endpoint not in config["mqks"]["listen"]:
+            raise ConfigError(f"configuration key mqks.auth: {show(endpoint)} is not one of "
+                              "mqks.listen")
+    if config["mqks"]["auth"] and not config["security"]["users"]:
+        raise ConfigError("configuration key mqks.auth: logins are checked against users: "
+                          "set security.users")
     if config["malamute"]["mechanism"] == "plain" and not config["security"]["users"]:
         raise ConfigError("configuration key malamute.mechanism = \"plain\": PLAIN logins "
                           "are checked against users: set security.users")

@@ -108,12 +108,13 @@ class DoorFactory(protocol.Factory):
     """One connection protocol per accepted socket, every one sharing the door's state;
     past the door's max_connections, the connection class's `refusal()` instead. `user` is
     who a listener's clients act as when they show nothing else (mqks.listen_users;
-    docs/security.md)."""
+    docs/security.md); `auth`: its clients log in with a first line (mqks.auth)."""
 
-    def __init__(self, connection_class, door, user=None):
+    def __init__(self, connection_class, door, user=None, auth=False):
         self.connection_class = connection_class
         self.door = door
         self.user = user
+        self.auth = auth
 
     def buildProtocol(self, addr):
         if not self.door.traffic.admit():

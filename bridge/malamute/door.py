@@ -8,6 +8,7 @@ ERROR 300/500, PONG and the three DELIVERs (specs/malamute.md, "Broker semantics
 """
 import itertools
 from collections import Counter
+from functools import partial
 
 from twisted.logger import Logger
 
@@ -452,6 +453,15 @@ class MalamuteDoor:
             self.losses.clear()
 
 
+def admit(security, principal):
+    """A PLAIN login's user may have one more connection (max_connections), or is refused
+    and counted."""
+    if security.admit(principal):
+        return True
+    security.refused(DOOR, "limit", principal.user)
+    return False
+
+
 def build(config, broker, scheduler, reactor, clock, security=None):
     """The Malamute door: one ZMTP ROUTER listening on every configured ZeroMQ endpoint,
     and the session expiry sweep (last, so a door's first service is a listener)."""
@@ -473,7 +483,9 @@ def build(config, broker, scheduler, reactor, clock, security=None):
                                 traffic=DoorTraffic(DOOR, clock.seconds,
                                                     int(settings["max_connections"])),
                                 mechanism=zmtp_codec.PLAIN if plain else zmtp_codec.NULL,
-                                login=security.login if plain else None)
+                                login=security.login if plain else None,
+                                admit=partial(admit, security) if plain else None,
+                                release=security.release if plain else None)
     door.traffic = door.transport.traffic
     sweep = periodic(float(settings["check_interval"]), door.sweep, clock,
                      "malamute session expiry sweep")

@@ -168,15 +168,23 @@ class ZmtpConnection(protocol.Protocol):
         d.addCallbacks(self._welcome, self._deny)
 
     def _welcome(self, principal):
-        if self.zmtp.state == "authenticating":
-            self.principal = principal
-            self.outbox.write(self.zmtp.welcome())
+        if self.zmtp.state != "authenticating":
+            return
+        if not self.router.admit(principal):     # the user's max_connections are open
+            return self._refuse_login("max_connections", "300")
+        self.principal = principal
+        self.outbox.write(self.zmtp.welcome())
 
     def _deny(self, failure):
+        self._refuse_login(failure.getErrorMessage(), "400")
+
+    def _refuse_login(self, reason, status):
+        """ZAP's status codes: 400 a bad login, 300 a temporary refusal (libzmq clients
+        report either as EVENT_HANDSHAKE_FAILED_AUTH with the code, and reconnect)."""
         self.router.refused += 1
-        log.info("zmtp PLAIN login refused: {reason}", reason=failure.getErrorMessage())
+        log.info("zmtp PLAIN login refused ({status}): {reason}", status=status, reason=reason)
         if self.zmtp.state != "closed":
-            self.outbox.write(self.zmtp.deny())
+            self.outbox.write(self.zmtp.deny(status))
             self.outbox.close()
             self.transport.loseConnection()
 
@@ -196,6 +204,8 @@ class ZmtpConnection(protocol.Protocol):
     def connectionLost(self, reason):
         self.kept = None
         steps = [lambda: self.router.detach(self)]
+        if self.principal is not None:
+            steps.append(lambda: self.router.release(self.principal))
         if self.outbox is not None:
             self.outbox.closed = True
             steps.insert(0, lambda: self.router.traffic.close(self.traffic))
@@ -231,10 +241,12 @@ class ZmtpRouter(protocol.Factory):
 
     def __init__(self, scheduler, on_message, on_gone, *, high_water=10_000,
                  max_message=codec.DEFAULT_MAX_MESSAGE, max_frames=codec.DEFAULT_MAX_FRAMES,
-                 traffic=None, mechanism=codec.NULL, login=None):
+                 traffic=None, mechanism=codec.NULL, login=None, admit=None, release=None):
         self.scheduler = scheduler
         self.mechanism = mechanism       # NULL, or PLAIN with `login(user, password)`:
         self.login = login               # a Deferred firing with who it is, or failing
+        self.admit = admit or (lambda principal: True)      # a login's user may connect
+        self.release = release or (lambda principal: None)  # (per-user max_connections)
         self.traffic = traffic or DoorTraffic("zmtp", scheduler.seconds)   # admin counters
         self.deliver = on_message
         self.on_gone = on_gone

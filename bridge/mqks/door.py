@@ -385,6 +385,7 @@ class MqksConnection(protocol.Protocol):
                                               self.input)
         self.traffic.client = self.client
         self.identified = self.door.security is None
+        self.login = None                    # the `auth` line's login while it is checked
 
     def identify(self):
         """With users: who this client is, known once its first bytes came (a TLS
@@ -406,14 +407,79 @@ class MqksConnection(protocol.Protocol):
         self.identified = True
         return True
 
+    def authenticate(self, data):
+        """An `auth` listener (mqks.auth, our extension: specs/mqks.md): the first line
+        must be `{id} auth USER PASSWORD`. The password is checked in a worker thread
+        (bridge.security); meanwhile the socket is not read and the lines after it wait,
+        at most max_line bytes of them. A good login is answered `{id} ok␠`, anything
+        else `{id} error {eid}` and the close."""
+        try:
+            lines = self.framer.feed(data)
+        except LineTooLong:
+            return self._refuse_login(None, "line too long before auth")
+        if self.login is not None:           # a transport that reads on while paused (TLS)
+            kept = self.kept[0] + lines
+            if sum(map(len, kept)) > self.door.max_line:
+                return self._refuse_login(None, "too much data before the auth reply")
+            self.kept = (kept, False)
+            return
+        if not lines:
+            return
+        try:
+            req_id, action, data, _ = parse_request(lines[0])
+        except MqksRequestError as exc:
+            return self._refuse_login(exc.req_id, str(exc))
+        if action != b"auth":
+            return self._refuse_login(req_id, "the first line is not auth")
+        user, _, password = data.partition(b" ")
+        self.kept = (lines[1:], False)
+        self.transport.pauseProducing()
+        self.login = self.door.security.login(user.decode("utf-8", "surrogateescape"),
+                                              password.decode("utf-8", "surrogateescape"))
+        self.login.addCallbacks(self._logged_in, self._login_failed,
+                                callbackArgs=(req_id,), errbackArgs=(req_id,))
+
+    def _logged_in(self, principal, req_id):
+        security = self.door.security
+        if self.outbox.closed:
+            return
+        if not security.admit(principal):
+            security.refused(DOOR, "limit", self.client.address, principal.user)
+            return self._refuse_login(req_id, f"max_connections of {principal.user!r}",
+                                      counted=True)
+        self.client.principal = principal
+        self.identified = True
+        self.write(ok(req_id))
+        self.transport.resumeProducing()
+        self._carry_on()
+
+    def _login_failed(self, failure, req_id):
+        if not self.outbox.closed:
+            self.door.security.refused(DOOR, "login", self.client.address,
+                                       failure.getErrorMessage())
+            self._refuse_login(req_id, failure.getErrorMessage(), counted=True)
+
+    def _refuse_login(self, req_id, reason, counted=False):
+        if not counted:
+            self.door.security.refused(DOOR, "login", self.client.address, reason)
+        self.identified = None
+        self.kept = None
+        self.write(error(req_id, error_id()))
+        self.goodbye()
+
     def goodbye(self):
         """MQKS has no goodbye line: what is pending goes out, then the socket closes."""
         self.outbox.close()
         self.transport.loseConnection()
 
     def dataReceived(self, data):
-        if not self.identified and (self.identified is None or not self.identify()):
-            return
+        if not self.identified:
+            if self.identified is None:
+                return
+            if getattr(getattr(self, "factory", None), "auth", False):
+                return self.authenticate(data)
+            if not self.identify():
+                return
         self.traffic.bytes_in += len(data)
         too_long = False
         try:
@@ -484,7 +550,8 @@ def build(config, broker, scheduler, reactor, clock, security=None):
                     max_connections=int(settings["max_connections"]),
                     warn_burst=int(config["log"]["warn_burst"]),
                     warn_interval=float(config["log"]["warn_interval"]))
-    users = settings["listen_users"]
+    users, auth = settings["listen_users"], set(settings["auth"])
     return door, [ListenerService(reactor, endpoint,
-                                  DoorFactory(MqksConnection, door, users.get(endpoint)))
+                                  DoorFactory(MqksConnection, door, users.get(endpoint),
+                                              auth=endpoint in auth))
                   for endpoint in settings["listen"]]

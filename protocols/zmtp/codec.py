@@ -142,6 +142,20 @@ def error(reason):
     return command(b"ERROR", bytes((len(raw),)) + raw)
 
 
+def zap_denied(status):
+    """The ERROR a libzmq (4.3) PLAIN server sends when its ZAP handler refuses a login.
+    libzmq spells the command prefix as the C string "\\x05ERROR", which C reads as the
+    byte 0x5E ('^', the escape eats the E) then "RROR": the name size byte is gone and
+    the name is "^RROR". libzmq clients look for that same prefix, so they take RFC 37's
+    own ERROR (`error`) for an unknown command (a failed handshake of the protocol kind)
+    and this one, with a 3-digit ZAP status as its reason, for a failed login
+    (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH with the status)."""
+    raw = status.encode("ascii")
+    if len(raw) != 3 or not raw.isdigit():
+        raise ValueError(f"a ZAP status is 3 digits, not {status!r}")
+    return frame(b"^RROR" + bytes((len(raw),)) + raw, COMMAND)
+
+
 # -- decoding -------------------------------------------------------------------------------
 
 def routing_id(n):
@@ -222,10 +236,11 @@ class Connection:
         return command(b"WELCOME")
 
     def deny(self, status="400"):
-        """PLAIN: the credentials are bad. What libzmq's ZAP gives the peer: ERROR with the
-        ZAP status code as its reason; the caller then closes the connection."""
+        """PLAIN: the credentials are bad; the caller then closes the connection. The bytes
+        are libzmq's (`zap_denied`), so libzmq clients report an authentication failure
+        with this status rather than a broken protocol."""
         self.state = "closed"
-        return error(status)
+        return zap_denied(status)
 
     def ready_reply(self):
         """What to send once the peer is Ready: PLAIN's READY (NULL sent ours up front)."""
