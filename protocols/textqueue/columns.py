@@ -222,12 +222,12 @@ def _settles(values, created):
     reasons, times, doors = [], [], []
     reason_of, door_of = _SETTLE_REASONS, _DOOR_OF
     for value, created_ms in zip(values, created):
-        if not value or value[:1] == b" ":
+        value = value.rstrip(b" ") if value else value
+        if not value:                   # blank: room reserved, not settled
             reasons.append(None)
             times.append(None)
             doors.append(None)
             continue
-        value = value.rstrip(b" ")
         reason = reason_of.get(value[:1])
         door = door_of.get(value[1:2])
         after = value[2:] if door else value[1:]
