@@ -40,9 +40,9 @@ class AdminView:
     # -- overview --------------------------------------------------------------------------
     def overview(self):
         sampler = self.sampler
-        doors, totals = [], Counter()
+        doors, totals, by_door = [], Counter(), {}
         for name, door in self.doors.items():
-            counts = door.traffic.totals()
+            counts = by_door[name] = door.traffic.totals()
             rates = sampler.door_rates.get(name, {})
             doors.append({
                 "name": name,
@@ -85,15 +85,17 @@ class AdminView:
             },
             "rates": {key: _round(sum(d["rates"][key] for d in doors)) for key in
                       ("messages_in", "messages_out", "bytes_in", "bytes_out")},
-            "flows": self.flows(),
+            "flows": self.flows(by_door),
             "memory": broker.memory.state() if broker.memory is not None else None,
         }
 
-    def flows(self):
-        """Messages delivered through each door, by the door they were published through."""
+    def flows(self, by_door):
+        """Messages delivered through each door, by the door they were published through;
+        `by_door` is each door's totals, taken once per overview (a pass over every live
+        connection)."""
         result = []
-        for name, door in self.doors.items():
-            for origin, count in sorted(door.traffic.totals()["flows_in"].items()):
+        for name in self.doors:
+            for origin, count in sorted(by_door[name]["flows_in"].items()):
                 if count:
                     result.append({"from": origin or "unknown", "to": name, "messages": count,
                                    "rate": _round(self.sampler.flow_rates.get((origin, name),
