@@ -36,7 +36,8 @@ log = Logger(namespace="mqksbridge.outbox")
 
 
 class FlushScheduler:
-    """One callLater(0) per reactor turn, flushing every connection marked dirty."""
+    """One callLater(0) per reactor turn, flushing every connection marked dirty. What is
+    marked has `flush()` and `failed()` (called when its flush raises: it closes that one)."""
 
     def __init__(self, reactor):
         self._reactor = reactor

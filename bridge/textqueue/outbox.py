@@ -178,6 +178,15 @@ class OutboxFile:
             return True
         return False                     # failed before: deliver it anew
 
+    def failed(self):
+        """Called by the FlushScheduler inside an `except`: a bug while appending costs
+        this file only, as a failing render costs one connection (bridge.outbox). It is
+        logged and closed, so its deliveries go back to the queue; the next poll opens it
+        again."""
+        log.failure("textqueue: appending to {file} failed; the file is closed",
+                    file=self.path)
+        self.goodbye()
+
     def _write_failed(self, entries, exc):
         """A full disk: the deliveries go back to the queue, and the file takes nothing
         until the next poll."""

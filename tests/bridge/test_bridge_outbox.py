@@ -1,12 +1,15 @@
 """The Outbox and its FlushScheduler on StringTransports and a task.Clock: one connection's
-failing output costs that connection, never the others on the same turn."""
+failing output (or one TextQueue outbox file's) costs that connection, never the others on
+the same turn."""
 import pytest
 from twisted.internet import task
 from twisted.internet.testing import StringTransport
 from twisted.logger import globalLogPublisher
 
+from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.outbox import FlushScheduler, Outbox
-from mqksbridge.core import Client
+from mqksbridge.bridge.textqueue import build
+from mqksbridge.core import Broker, Client, FakeClock, Message
 
 
 def joined(items):
@@ -113,3 +116,35 @@ def test_a_render_failing_on_resume_costs_only_that_connection(failures):
     assert not failures
     bad.resumeProducing()                    # the transport calls this when it drains
     assert bad_t.disconnecting and len(failures) == 1
+
+
+def test_a_textqueue_outbox_file_whose_append_raises_costs_only_that_file(failures, tmp_path):
+    """The TextQueue door's outbox files share the scheduler with the socket doors: one
+    whose flush raises (here a message another door's bug made, a str frame) is logged
+    and closed, its deliveries go back to the queue, and the connections marked after it
+    in the same turn are still flushed."""
+    turn = Turn()
+    broker = Broker(FakeClock())
+    path = tmp_path / "jobs.tq"
+    config = configuration.load(overrides={"textqueue": {
+        "outbox": {"jobs": str(path)}, "watch": "poll", "poll_interval": 0.5}})
+    door, services = build(config, broker, turn.scheduler, turn.clock, turn.clock)
+    for service in services:
+        service.startService()
+    turn.run()                                   # the file loads and consumes `jobs`
+    file = door.file(path)
+    assert file.state == "open" and file.consumer is not None
+    after, after_t = turn.outbox("after")
+    broker.queue("jobs").put_message(Message("bad", "s", ("not bytes",)), None, None)
+    after.write(b"kept")
+    turn.run()
+    assert after_t.value() == b"kept"
+    assert len(failures) == 1 and failures[0].check(TypeError)
+    assert file.state == "gone" and file.consumer is None
+    assert [e.message.id for e in broker.queues["jobs"].entries] == ["bad"]
+    after.write(b" again")                       # nobody is left marked dirty
+    turn.run()
+    assert after_t.value() == b"kept again"
+    assert not turn.scheduler._dirty and turn.scheduler._call is None
+    for service in reversed(services):
+        service.stopService()
