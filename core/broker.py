@@ -45,7 +45,6 @@ class Broker:
         self.clients = {}
         self.counters = Counter()
         self.memory = None             # the bridge's memory watermark (its state() for views)
-        self.dead_lettering = False    # a full queue is moving its oldest to a dead-letter one
         self.storage = StorageBarrier()  # durable records -> confirmations (core.storage)
         self._listeners = []
 

@@ -262,13 +262,15 @@ class Queue:
     # this put is never checked again (a guarded queue checks put_message: core.guarded).
     put_routed = put_message
 
-    def put(self, entry, strict=False, publisher=None):
-        """Add an entry; with strict=True a refusal raises QueueError instead of dropping."""
+    def put(self, entry, strict=False, publisher=None, forward=True):
+        """Add an entry; with strict=True a refusal raises QueueError instead of dropping.
+        `forward=False`: the entry is another queue's dead letter, so a full queue here drops
+        its oldest rather than dead-letter them on (no ping-pong between two queues)."""
         message = entry.message
         if self.limited:
             reason = self.refusal(message)
             if reason == "full" and self.overflow != REJECT and not strict:
-                reason = self._make_room(message)
+                reason = self._make_room(message, forward)
             if reason is not None:
                 if strict:
                     raise QueueError(reason)
@@ -299,28 +301,22 @@ class Queue:
             self.broker.flow.congested(self, publisher)
         return True
 
-    def _make_room(self, message):
+    def _make_room(self, message, forward):
         """A full queue whose overflow policy is not REJECT: the oldest stored messages
-        (regular lane first) are dropped or dead-lettered until `message` fits. Messages
-        handed to consumers and not yet acked are theirs, never taken. Returns the refusal
-        left (None: it fits now)."""
-        overflow = self.overflow
-        target = dead_letter_queue(overflow)
+        (regular lane first) are dropped, or dead-lettered when `forward`, until `message`
+        fits. Messages handed to consumers and not yet acked are theirs, never taken.
+        Returns the refusal left (None: it fits now)."""
+        target = dead_letter_queue(self.overflow) if forward else None
         if target == self.name:
             target = None                         # its own dead letters: drop them
         while self.refusal(message) == "full" and (self.entries or self.priority):
             entry = self.entries.popleft() if self.entries else self.priority.popleft()
             self.bytes -= entry.message.size
-            broker = self.broker
-            if target is not None and not broker.dead_lettering:
+            if target is not None:
                 self.dead_lettered += 1
                 entry.notify("dropped", None, "dead-lettered")
                 self._settle(entry, "dead-lettered")
-                broker.dead_lettering = True      # a full dead-letter queue drops, never
-                try:                              # sends back (no ping-pong between two)
-                    broker.queue(target).put_message(entry.message)
-                finally:
-                    broker.dead_lettering = False
+                self.broker.queue(target).put(Entry(entry.message), False, None, False)
             else:
                 self.dropped += 1
                 entry.notify("dropped", None, "overflow")

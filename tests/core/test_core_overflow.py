@@ -64,6 +64,21 @@ def test_two_queues_dead_lettering_to_each_other_do_not_ping_pong():
     assert stored(a) == ["2"] and len(b) == 1
 
 
+def test_a_dead_letter_delivery_that_fills_another_queue_lets_that_queue_dead_letter():
+    """Only the dead-letter queue itself drops instead of forwarding: a consumer of it that
+    publishes on (inline, as a relay does) into another full queue sees that queue's own
+    policy."""
+    broker = make(queue_length_limit=[("b", None), ("d", None), ("*", 1)],
+                  queue_overflow=[("a", "dead-letter:b"), ("c", "dead-letter:d")])
+    a, b, c = broker.queue("a"), broker.queue("b"), broker.queue("c")
+    relay = Client("relay", "test")
+    broker.add_consumer(b, Consumer("r", relay, lambda consumer, entry: c.put_message(
+        Message("re-" + entry.message.id, "e", (b"x",)))))
+    assert a.put_message(msg(0)) and a.put_message(msg(1))    # 0 goes to b, on to c
+    assert a.put_message(msg(2))                              # 1 goes to b; c full: re-0 to d
+    assert stored(c) == ["re-1"] and stored(broker.queues["d"]) == ["re-0"]
+
+
 def test_unacked_messages_are_never_taken():
     broker = make(queue_length_limit=1, queue_overflow="drop-oldest")
     q = broker.queue("q")
