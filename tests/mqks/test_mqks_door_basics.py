@@ -1,4 +1,4 @@
-"""MQKS door over real loopback sockets: framing, errors, ping (reference S2, S3)."""
+"""MQKS door over real loopback sockets: framing, errors, ping (specs/mqks.md sections 1 to 3)."""
 import re
 
 import pytest_twisted

@@ -28,7 +28,8 @@ def test_mqks_mask_matches_regex_oracle(mask, event):
     assert mask_match(mask, event) == regex_match(mask, event)
 
 
-def test_mqks_mask_reference_cases():
+def test_mqks_mask_spec_cases():
+    """specs/mqks.md section 6.2, "Masks", and more."""
     assert not mask_match(b'e3.*', b'e3.123.c')
     assert mask_match(b'*.*', b'a.b')
     assert not mask_match(b'*.*', b'x.y.z')
@@ -51,7 +52,8 @@ def test_mqks_mask_reference_cases():
     assert not mask_match(b'a*aa.x', b'aa.x')
 
 
-def test_mqks_rebind_reference_cases():
+def test_mqks_rebind_spec_cases():
+    """specs/mqks.md section 6.2: the fixed order of the lists."""
     assert apply_rebind({b'a'}, add=[b'e5'], remove=[b'a', b'e5']) == {b'e5'}
     start = {b'e1', b'e2', b'u.42.e1', b'u.43.e1'}
     assert apply_rebind(start, remove=[b'e2'], add=[b'e3', b'e4'],

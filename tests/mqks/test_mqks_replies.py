@@ -42,7 +42,8 @@ def test_mqks_delivery():
     assert delivery(b'c', b'm', b'e', 0, b' x', b',origin=x') == b'c ok m event=e,origin=x  x\n'
 
 
-def test_mqks_update_lines_from_reference():
+def test_mqks_update_lines_of_the_spec():
+    """specs/mqks.md section 7."""
     payload = update_payload(b'q1', {b'e2', b'e1'}, None)
     assert update(b'c1', payload, False) == b'c1 ok --update q1 e1 e2\n'
     payload = update_payload(b'q1', {b'e3', b'e1', b'e2'}, None)

@@ -1,4 +1,4 @@
-"""Request lines and per-action arguments, as the reference describes them."""
+"""Request lines and per-action arguments, as specs/mqks.md (sections 2 and 4 to 6) describes them."""
 
 import math
 

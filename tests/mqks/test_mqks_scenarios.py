@@ -48,7 +48,7 @@ def received(c):
 
 
 async def cleanup(c, consumers=(), queues=()):
-    """The reference's usual ending: delete_consumer then delete_queue, each confirmed."""
+    """A scenario's usual ending: delete_consumer then delete_queue, each confirmed."""
     for cid in consumers:
         assert await c.request(f"dc-{cid} delete_consumer --confirm {cid}") == f"dc-{cid} ok "
     for queue in queues:
@@ -533,7 +533,7 @@ async def test_s28_update_and_reconnect(server):
     await cleanup(c, ["c3"], ["q1"])
 
 
-# -- beyond the scenarios: rules from reference sections 2 and 3 ---------------------------
+# -- beyond the scenarios: rules of specs/mqks.md sections 4 to 8 --------------------------
 
 @pytest_twisted.ensureDeferred
 async def test_update_seconds_use_py2_float_text(server):

@@ -1,4 +1,5 @@
-"""Queue statuses, acks and options (reference §7 and the upstream behaviours of §16)."""
+"""Queue statuses, acks and options (specs/twino.md, "Broker semantics": statuses, acks,
+operations, and the upstream behaviours labelled B1 to B10 there)."""
 import pytest
 import pytest_twisted
 
