@@ -25,6 +25,8 @@ not change while a broker runs (docs/security.md).
 import fnmatch
 import re
 
+from mqksbridge.core.cache import bounded
+
 PUBLISH, CONSUME, MANAGE = "publish", "consume", "manage"
 VERBS = (PUBLISH, CONSUME, MANAGE)
 QUEUE, STREAM, MAILBOX, BROKER = "queue", "stream", "mailbox", "broker"
@@ -145,7 +147,7 @@ class Principal:
     name seen before is one dict lookup."""
 
     __slots__ = ("user", "rules", "limits", "anonymous", "max_message_size", "max_consumers",
-                 "max_unacked", "_memo", "_subjects")
+                 "max_unacked", "_memo", "_remember", "_subjects", "_remember_subjects")
 
     def __init__(self, user, rules, limits=None, anonymous=False):
         self.user = user
@@ -155,16 +157,14 @@ class Principal:
         self.max_message_size = limits.get("max_message_size") or None     # None: no limit
         self.max_consumers = limits.get("max_consumers") or None
         self.max_unacked = limits.get("max_unacked") or None
-        self._memo = {}
-        self._subjects = {}
+        self._memo, self._remember = bounded(MEMO)
+        self._subjects, self._remember_subjects = bounded(MEMO)
 
     def allows(self, verb, kind, name):
         key = (verb, kind, name)
         found = self._memo.get(key)
         if found is None:
-            if len(self._memo) >= MEMO:
-                self._memo.clear()
-            found = self._memo[key] = self.rules.allows(verb, kind, name)
+            found = self._remember(key, self.rules.allows(verb, kind, name))
         return found
 
     def check(self, verb, kind, name):
@@ -177,20 +177,15 @@ class Principal:
         try:
             return self._subjects[key]
         except KeyError:
-            if len(self._subjects) >= MEMO:
-                self._subjects.clear()
-            found = self._subjects[key] = self.rules.subjects(verb, stream)
-            return found
+            return self._remember_subjects(key, self.rules.subjects(verb, stream))
 
     def allows_subject(self, verb, stream, subject):
         key = (verb, stream, subject)
         found = self._memo.get(key)
         if found is None:
             rule = self.subjects(verb, stream)
-            found = rule is ALL or (rule is not None and rule(subject) is not None)
-            if len(self._memo) >= MEMO:
-                self._memo.clear()
-            self._memo[key] = found
+            found = self._remember(
+                key, rule is ALL or (rule is not None and rule(subject) is not None))
         return found
 
     def check_subject(self, verb, stream, subject):

@@ -22,6 +22,7 @@ from twisted.internet import defer, threads
 from twisted.logger import Logger
 
 from mqksbridge.bridge.security import users as users_file
+from mqksbridge.core.cache import bounded
 
 log = Logger(namespace="mqksbridge.security")
 CONCURRENT = 2
@@ -44,7 +45,7 @@ class Security:
         self.counters = counters if counters is not None else Counter()
         self.connections = Counter()         # user -> live connections
         self._key = os.urandom(32)
-        self._good = {}                      # HMAC of (user, password) -> True
+        self._good, self._remember_good = bounded(REMEMBERED)   # HMAC of (user, password)
         self._pending = 0
         self._limit = defer.DeferredSemaphore(CONCURRENT)
         self._run = run or (lambda f, *args: threads.deferToThread(f, *args))
@@ -69,9 +70,7 @@ class Security:
         def checked(good):
             if not good:
                 raise LoginFailed(f"wrong password for {user!r}")
-            if len(self._good) >= REMEMBERED:
-                self._good.clear()
-            self._good[mark] = True
+            self._remember_good(mark, True)
             return principal
         d.addBoth(self._done).addCallback(checked)
         return d

@@ -1,7 +1,13 @@
-"""The bounded memo: hits are plain dict lookups, and it never holds more than its limit."""
+"""The bounded memo: hits are plain dict lookups, and it never holds more than its limit;
+core/ and bridge/ use it for every memo."""
+import ast
+from pathlib import Path
+
 from hypothesis import given, strategies as st
 
 from mqksbridge.core.cache import bounded
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_memo_is_a_plain_dict_that_empties_when_full():
@@ -22,3 +28,31 @@ def test_a_memo_never_passes_its_limit_and_keeps_the_latest(limit, keys):
     for key in keys:
         put(key, -key)
         assert len(cache) <= limit and cache[key] == -key
+
+
+def _hand_written_memos(root):
+    """`if len(x) >= N: x.clear()` (or `>`) in the modules under `root`: a cache emptied
+    when full, written by hand instead of with `bounded`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+                    and isinstance(node.test.ops[0], (ast.GtE, ast.Gt))):
+                continue
+            size = node.test.left
+            if not (isinstance(size, ast.Call) and getattr(size.func, "id", None) == "len"
+                    and size.args):
+                continue
+            emptied = ast.dump(size.args[0])
+            for stmt in node.body:
+                call = getattr(stmt, "value", None)
+                if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                        and call.func.attr == "clear" and ast.dump(call.func.value) == emptied):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_core_and_bridge_keep_no_hand_written_memos():
+    """One helper for every memo of core/ and bridge/ (protocols/ imports no core: its two
+    memos, Twino's name pairs and the journal's sender lines, stay its own)."""
+    assert _hand_written_memos(ROOT / "core") + _hand_written_memos(ROOT / "bridge") == []
