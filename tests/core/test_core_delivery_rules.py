@@ -5,7 +5,8 @@ Hypothesis drives one broker on a FakeClock: queues `ch` and `ch/1` made by "any
 and created again; every mode and mode change, wait-for-ack, only-first and ack timeouts
 set live; consumers of the kinds each door makes (MQKS manual- and auto-ack, Malamute
 service offers with a subject filter and opt-in credit, Twino channel members acking or
-not) coming, going, pausing, disconnecting; puts with and without a producer observer,
+not, TextQueue outbox files acking within their credit) coming, going, pausing,
+disconnecting; puts with and without a producer observer,
 acks, nacks, rejects, pulls and time passing. After every step it checks what each mode
 promises against what consumers were handed:
 
@@ -47,7 +48,7 @@ TIMEOUTS = st.sampled_from([None, ACK_TIMEOUT])
 PUSHING = (ROUND_ROBIN, PUSH_ALL, BROADCAST)
 MODE_CHOICES = st.sampled_from(PUSHING * 2 + MODES)   # every mode, the pushing ones more often
 KINDS = ("mqks-auto", "mqks-manual", "malamute", "malamute-credit", "twino-acking",
-         "twino-acking", "twino-auto")
+         "twino-acking", "twino-auto", "textqueue")
 MEMBERS = ("twino-acking", "twino-auto", "mqks-manual")
 LOSSY = (CACHE, STOPPED, BROADCAST)       # a message handed back here may vanish
 RARELY = st.sampled_from([False, False, False, True])   # steps that undo much act 1 in 4
@@ -246,7 +247,8 @@ class DeliveryRules(RuleBasedStateMachine):
     def consumer_comes(self, kind, name, pattern):
         """MQKS `consume` (acking manually or not), a Malamute service offer (with a subject
         filter, and credit if it opted in), a Twino client joining the channel (its member
-        consumers ack or not, as the queue's RequestAcknowledge says)."""
+        consumers ack or not, as the queue's RequestAcknowledge says), a TextQueue outbox
+        file (acks manually, takes no more than its credit)."""
         if kind.startswith("twino"):
             channel = self.broker.channels.get(CHANNEL)
             if channel is None:
@@ -266,6 +268,9 @@ class DeliveryRules(RuleBasedStateMachine):
         if kind.startswith("mqks"):
             consumer = Consumer(self._id("c"), client, self._deliver,
                                 manual_ack=kind == "mqks-manual")
+        elif kind == "textqueue":
+            consumer = Consumer(self._id("c"), client, self._deliver, manual_ack=True, credit=0)
+            self.granted[consumer] = self.got[consumer] = 0
         else:
             credit = kind == "malamute-credit"
             consumer = Consumer(self._id("c"), client, self._deliver, filter=re.compile(pattern),
