@@ -6,20 +6,11 @@ channel sends nothing; and a channel sees every queue of its name, whoever made 
 No quiet periods: "nothing more arrived" is shown by a marker sent after the event, which
 the client must receive next (the broker writes a connection's output in order)."""
 import pytest_twisted
-from twisted.internet import reactor, task
 
 from mqksbridge.protocols.twino.codec import ContentType
 from tests.conftest import RunningBroker
 from tests.support.waits import until
 from tests.twino.helpers import make_queue
-
-
-async def until(predicate, timeout=5.0, what="condition"):
-    deadline = reactor.seconds() + timeout
-    while not predicate():
-        if reactor.seconds() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await task.deferLater(reactor, 0.005, lambda: None)
 
 
 async def mqks_client_id(mqks):
