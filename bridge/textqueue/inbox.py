@@ -30,8 +30,8 @@ from mqksbridge.bridge.convert import textqueue as convert
 from mqksbridge.bridge.textqueue import files, targets
 from mqksbridge.core import Client, Message
 from mqksbridge.protocols.textqueue import (
-    ORPHAN, Edit, Incomplete, Record, TextQueueError, flip, flip_queued, merge_edits, rewrite,
-    scan)
+    ORPHAN, Edit, Incomplete, Record, TextQueueError, edit_key, flip, flip_queued, merge_edits,
+    rewrite, scan)
 
 log = Logger(namespace="mqksbridge.textqueue")
 
@@ -40,6 +40,7 @@ MAX_WAITING = 16            # chunks published and not yet flipped, per file
 MAX_MATCH_BYTES = 16 << 20  # of the old file read (in one turn) to match a replaced file
 LOG_PER_POLL = 10           # refusals logged one by one per file between two polls
 _DASH, _TAKEN, _REFUSED = 0x2D, b"=", b"!"
+ASSIGNED = b"tq-"           # how the ids this door writes into room begin (edit_key)
 
 
 class InboxFile:
@@ -161,7 +162,7 @@ class InboxFile:
         before = storage.appended
         kind, name = self.target
         put, direct = self._putter(kind, name)
-        prefix = f"tq-{self.tag or self._tag()}-"
+        prefix = f"{ASSIGNED.decode()}{self.tag or self._tag()}-"
         sender, now, matches = self.sender, door.clock.seconds(), self.matches
         client = self.client             # whom flow control holds (core.flow)
         first = last = None
@@ -307,7 +308,7 @@ class InboxFile:
             for record in records:
                 if record.control in "=!":
                     error = record.variable(convert.ERROR)
-                    matches.setdefault(match_key(record.raw), deque()).append(
+                    matches.setdefault(edit_key(record.raw, ASSIGNED), deque()).append(
                         (record.control, error.value if error is not None else None))
         os.close(self.fd)
         self.fd = None
@@ -332,7 +333,7 @@ class InboxFile:
 
     def _matched(self, raw, offset, edits):
         """A record of the new file that was settled in the old one gets the same mark."""
-        outcomes = self.matches.get(match_key(raw))
+        outcomes = self.matches.get(edit_key(raw, ASSIGNED))
         if not outcomes:
             return False
         control, error = outcomes.popleft()
@@ -418,24 +419,6 @@ class InboxFile:
     def abortConnection(self):
         self.ready = []
         self.goodbye()
-
-
-def match_key(raw):
-    """What identifies a record across a replacement: its bytes after the control
-    character, without room (trailing spaces), `\\error=` and ids the door assigned."""
-    body, sep, rest = raw[1:].partition(b"\n\\")
-    if not sep:
-        return body.rstrip(b"\r")
-    kept = [body]
-    for line in rest.split(b"\n\\"):
-        line = line.rstrip(b" \r")
-        name, eq, value = line.partition(b"=")
-        if name == b"error":
-            continue
-        if eq and name in (b"i", b"id") and (not value or value.startswith(b"tq-")):
-            line = name
-        kept.append(line)
-    return b"\n\\".join(kept)
 
 
 class InboxDir(files.Directory):

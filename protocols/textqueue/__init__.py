@@ -5,7 +5,7 @@ data pipeline all use it). See specs/textqueue.md.
 - `scan`: bulk reader of a whole buffer, equal to the parser; `record_start`,
   `record_start_in`: where to cut a file into byte ranges.
 - `encode_record`, `variable`, `flip`, `rewrite`, `merge_edits`, `flip_queued`: the writer
-  and in-place edits.
+  and in-place edits; `edit_key`: what of a record those edits leave alone.
 - `journal`: our message-per-record layout (encode_message, decode, verify, edits).
 - `scan_queued`: the queued records of a journal segment in bulk, for recovery (queued).
 """
@@ -15,12 +15,13 @@ from mqksbridge.protocols.textqueue.records import (
     Record, TextQueueError, Variable)
 from mqksbridge.protocols.textqueue.scan import Scan, record_start, record_start_in, scan
 from mqksbridge.protocols.textqueue.writer import (
-    Edit, encode_record, flip, flip_queued, merge_edits, rewrite, variable)
+    Edit, edit_key, encode_record, flip, flip_queued, merge_edits, rewrite, variable)
 from mqksbridge.protocols.textqueue.queued import QueuedScan, scan_queued
 
 __all__ = [
     "Parser", "scan", "Scan", "record_start", "record_start_in", "scan_queued", "QueuedScan",
     "Record", "Variable", "Problem", "Damage", "Incomplete", "TextQueueError",
     "encode_record", "variable", "flip", "rewrite", "Edit", "merge_edits", "flip_queued",
+    "edit_key",
     "DEFAULT_MAX_RECORD", "NUL", "UTF8", "CR", "ORDER", "ORPHAN", "TOO_LONG",
 ]

@@ -14,7 +14,8 @@ in the file moves. Flipping a control character and rewriting a variable within 
 reserved width are the two edits the format allows. `merge_edits` turns many edits of
 bytes a caller has just read into few writes (one syscall for a run of records instead
 of one per record), writing the bytes between them back as they were; `flip_queued` is
-its fast path for flipping every queued record of a run.
+its fast path for flipping every queued record of a run. `edit_key` is what stays of a
+record whatever those edits did to it.
 """
 from typing import NamedTuple
 
@@ -147,3 +148,23 @@ def flip_queued(data: bytes, base: int, first: int, last: int, control: str = "=
     if region[:1] == b"-":
         region = new + region[1:]
     return Edit(first, region)
+
+
+def edit_key(raw: bytes, assigned: bytes) -> bytes:
+    """What identifies a record across the in-place edits made to it (`Record.raw`): its
+    bytes after the control character, without room (trailing spaces), `\\error=` and an
+    id written into room (an `i` or `id` value that is empty or starts with `assigned`).
+    A file replaced by an editor's copy is matched to the old one by it."""
+    body, sep, rest = raw[1:].partition(b"\n\\")
+    if not sep:
+        return body.rstrip(b"\r")
+    kept = [body]
+    for line in rest.split(b"\n\\"):
+        line = line.rstrip(b" \r")
+        name, eq, value = line.partition(b"=")
+        if name == b"error":
+            continue
+        if eq and name in (b"i", b"id") and (not value or value.startswith(assigned)):
+            line = name
+        kept.append(line)
+    return b"\n\\".join(kept)

@@ -4,9 +4,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqksbridge.protocols.textqueue import (
-    Edit, Parser, TextQueueError, encode_record, flip, flip_queued, merge_edits, rewrite, scan,
-    variable)
-from tests.textqueue.strategies import apply_edits, records, variable_text, write, write_file
+    Edit, Parser, Record, TextQueueError, edit_key, encode_record, flip, flip_queued,
+    merge_edits, rewrite, scan, variable)
+from tests.textqueue.strategies import (apply_edits, body_text, records, variable_text, write,
+                                        write_file)
 
 
 def test_a_record_as_the_format_describes_it():
@@ -164,3 +165,35 @@ def test_flip_queued_refuses_what_it_cannot_do():
         flip_queued(b"-a\n", 0, 0, 5)
     with pytest.raises(TextQueueError):
         flip_queued(b"-a\n", 0, 0, 0, "\u00e9")
+
+
+def _applied(raw, edits):
+    for offset, data in edits:
+        raw = raw[:offset] + data + raw[offset + len(data):]
+    return raw
+
+
+ROOM = 24
+
+
+@settings(max_examples=300)
+@given(body_text, st.lists(variable_text.filter(lambda t: "=" in t and not t.startswith(
+    ("error=", "i=", "id="))).map(lambda t: t.rstrip(" ")), max_size=2),
+       st.sampled_from(["i", "id", None]), st.sampled_from("=!#"), variable_text, st.data())
+def test_edit_key_is_what_the_edits_leave_alone(body, others, id_name, control, reason, data):
+    """A worker's flip and reason, and an id the door writes into room, change no key;
+    another body or another variable does."""
+    variables = [variable("error", "", ROOM)] + others
+    if id_name is not None:
+        variables.append(variable(id_name, "", ROOM))
+    raw = encode_record("-", body, variables)[:-1]
+    record = Record(0, raw)
+    reason = reason.encode()[:ROOM].decode("utf-8", "ignore").rstrip(" ")
+    edits = [flip(record, control), rewrite(record.variable("error"), reason)]
+    if id_name is not None:
+        edits.append(rewrite(record.variable(id_name), "tq-" + data.draw(st.text(
+            "0123456789abcdef-", max_size=ROOM - 3))))
+    key = edit_key(raw, b"tq-")
+    assert edit_key(_applied(raw, edits), b"tq-") == key
+    assert edit_key(encode_record("-", body + "x", variables)[:-1], b"tq-") != key
+    assert edit_key(encode_record("-", body, variables + ["x=1"])[:-1], b"tq-") != key
