@@ -7,15 +7,18 @@ the MQKS sockets are closed after their pending output; no message sent after th
 listener closed is confirmed; and every confirmed message was delivered to the consumer
 or is reported still queued (queues are in memory today: gone with the process).
 """
+import fcntl
 import re
 import signal
 import socket
+import struct
+import termios
 import threading
 import time
 
 import pytest_twisted
 from twisted.application import service
-from twisted.internet import reactor, task
+from twisted.internet import defer, reactor
 
 from mqksbridge.bridge.clients import twino
 from mqksbridge.bridge.clients.malamute import MalamuteClient
@@ -177,10 +180,11 @@ def test_sigterm_under_load_exits_0_with_goodbyes(tmp_path):
 # its fsyncs will be) must find the doors no longer reading, and goodbyes must wait for it.
 
 class SlowStop(service.Service):
-    """stopService takes `seconds` (a journal's pending fsyncs, issue 13)."""
+    """stopService takes its time (a journal's pending fsyncs, issue 13): until the test
+    fires `done`."""
 
-    def __init__(self, seconds):
-        self.seconds = seconds
+    def __init__(self):
+        self.done = defer.Deferred()
         self.done_at = None
         self.stopping = False
 
@@ -188,15 +192,25 @@ class SlowStop(service.Service):
         super().stopService()
         self.stopping = True
 
-        def done():
+        def finished(_):
             self.done_at = reactor.seconds()
-        return task.deferLater(reactor, self.seconds, done)
+        return self.done.addCallback(finished)
+
+
+def unread(broker, door, port):
+    """Bytes the client at local `port` sent that wait, unread, in the broker's socket of
+    its connection (None once that connection is closed)."""
+    for traffic in broker.doors[door].traffic.live.values():
+        sock = getattr(traffic.transport, "socket", None)
+        if sock is not None and traffic.transport.getPeer().port == port:
+            return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+    return None
 
 
 @pytest_twisted.ensureDeferred
 async def test_no_confirm_while_stopping_and_goodbyes_after_pending_work():
     broker = await RunningBroker({"broker": {"shutdown_timeout": 5.0}}).start()
-    slow = SlowStop(0.5)
+    slow = SlowStop()
     slow.setServiceParent(broker.top)
     consumer, publisher = await broker.mqks(), await broker.mqks()
     assert await consumer.request("c1 consume --confirm q ev") == "c1 ok "
@@ -207,8 +221,13 @@ async def test_no_confirm_while_stopping_and_goodbyes_after_pending_work():
 
     stopping = broker.top.stopService()
     await until(lambda: slow.stopping, what="the stop to reach SlowStop")
-    publisher.send(*(f"m{i} publish --confirm ev during{i}" for i in range(1, 11)))
-    await stopping                          # SlowStop's 0.5 s: the sends are at the broker
+    during = [f"m{i} publish --confirm ev during{i}" for i in range(1, 11)]
+    publisher.send(*during)
+    size, port = sum(len(line) + 1 for line in during), publisher.transport.getHost().port
+    await until(lambda: unread(broker, "mqks", port) == size,
+                what="the sends at the broker, unread")
+    slow.done.callback(None)
+    await stopping
     await consumer.closed
     await publisher.closed
     assert slow.done_at is not None and closed_at[0] >= slow.done_at
