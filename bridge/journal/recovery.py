@@ -42,7 +42,6 @@ from mqksbridge.protocols.textqueue.queued import scan_queued
 
 log = Logger(namespace="mqksbridge.journal")
 
-_TAIL = b"\\r="
 _PLUS_ONE = (1).__add__
 
 
@@ -228,7 +227,7 @@ def _decoded(result, segment, base, offset, raw, origin):
         result.problems.append(f"{segment.path}:{offset}: {exc}, left out")
         return None
     size = len(raw) + 1
-    places, room = _places(offset, raw, size)
+    places, room = _places(offset, raw)
     message = Message(env.id, env.subject, env.frames, env.headers, env.sender, env.origin,
                       env.tracker, env.priority, env.expires_at, env.created_at)
     entry = Entry(message, env.retry)
@@ -271,15 +270,12 @@ def _places_of_copy(copy):
     return copy[0], copy[1]
 
 
-def _places(offset, raw, size):
+def _places(offset, raw):
     """(places, room) of a record read back: None for the fixed tail of a record we
     wrote (worked out on its first edit, as for a record just appended), else the places
     a full parse finds (hand edits may have changed widths); `room` is False when it has
     no \\r or \\e to edit (recovery then copies it forward: journal.adopt)."""
-    places = records.fresh_places(offset, size)
-    if (raw[places.retry - offset - 3:places.retry - offset] == _TAIL
-            and raw[places.settle - offset - 3:places.settle - offset] == b"\\e="
-            and raw[places.settle - offset + places.settle_width:][:4] == b"\n\\c="):
+    if records.fresh_tail(raw):
         return None, True
     try:
         return records.places_of(Record(offset, raw)), True

@@ -616,6 +616,16 @@ def fresh_places(offset: int, size: int) -> Places:
     return Places(offset, end - _TAIL + 3, RETRY_WIDTH, end - _TAIL + 10, SETTLE_WIDTH)
 
 
+def fresh_tail(raw: bytes) -> bool:
+    """Whether a record read back (`Record.raw`) still ends in the tail `encode_message`
+    wrote, its `\\r=`, `\\e=` and `\\c=` where `fresh_places` puts them (values edited in
+    place or not): then those are its places, found without a parse (`places_of`)."""
+    places = fresh_places(0, len(raw) + 1)
+    retry, settle = places.retry, places.settle
+    return (retry >= 3 and raw[retry - 3:retry] == b"\\r=" and raw[settle - 3:settle] == b"\\e="
+            and raw[settle + places.settle_width:settle + places.settle_width + 4] == b"\n\\c=")
+
+
 def places_of(record: Record) -> Places:
     """Places of a record read back from a file (hand edits and CRLF allowed)."""
     retry = record.variable("r")
