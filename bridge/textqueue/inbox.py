@@ -30,8 +30,8 @@ from mqksbridge.bridge.convert import textqueue as convert
 from mqksbridge.bridge.textqueue import files, targets
 from mqksbridge.core import Client, Message
 from mqksbridge.protocols.textqueue import (
-    ORPHAN, Edit, Incomplete, Record, TextQueueError, flip, flip_queued, merge_edits, rewrite,
-    scan)
+    ORPHAN, Edit, Incomplete, Record, TextQueueError, flip, flip_queued, merge_edits,
+    record_start, rewrite, scan)
 
 log = Logger(namespace="mqksbridge.textqueue")
 
@@ -57,6 +57,9 @@ class InboxFile:
         self.pos = 0                     # next byte to read
         self.carry = b""                 # the record in progress at `pos`, from carry_at
         self.carry_at = 0
+        self.skip = None                 # inside bytes dropped (an over-long record, orphan
+        #                                  lines): where a record may start in the next
+        #                                  chunk (1: it begins mid-line, 0: at a line)
         self.changed_at = door.clock.seconds()
         self.closed_size = -1            # the file's size when a writer last closed it
         self.waiting = 0                 # published chunks waiting for the storage barrier
@@ -128,9 +131,19 @@ class InboxFile:
         buffer = self.carry + data if self.carry else data
         self.pos += len(data)
         self.traffic.bytes_in += len(data)
+        if self.skip is not None:        # the rest of what was dropped: up to a record
+            start = record_start(buffer, self.skip)
+            if start is None:
+                self.skip = 0 if buffer.endswith(b"\n") else 1
+                self.carry_at = self.pos
+                return
+            self.skip = None
+            buffer, base = buffer[start:], base + start
         found = scan(buffer, base, self.door.max_record)
         tail = found.incomplete
         self.carry, self.carry_at = (tail.data, tail.offset) if tail else (b"", self.pos)
+        if tail is None and not buffer.endswith(b"\n"):
+            self.skip = 1                # a dropped line goes on in the next chunk
         edits = []
         if found.damages:
             self._damaged(found.damages, buffer, base, edits)
@@ -324,6 +337,7 @@ class InboxFile:
         self.pos = self.carry_at = 0
         self.closed_size = -1
         self.carry = b""
+        self.skip = None
         self.tag = None
         self.window.clear()
         self.windowed = 0

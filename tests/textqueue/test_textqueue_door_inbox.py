@@ -197,3 +197,26 @@ async def test_a_large_file_is_read_a_chunk_per_turn(server, spool, monkeypatch)
         b"%06d" % i for i in range(30_000)]
     assert set(controls(spool.path("big.tq"))) == {"="}
     assert not scan(open(spool.path("big.tq"), "rb").read()).damages
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_record_over_max_record_is_refused_and_skipped_to_the_next_record(
+        server, tmp_path, logs):
+    """A record that outgrows `max_record` across chunks is flipped `!` and its bytes are
+    skipped up to the next record: the next chunk begins inside its line, and a `-` there
+    is not a record (nothing published for it, no byte of it flipped)."""
+    spool = Spool(server, tmp_path, max_record=64)
+    queue = server.broker.queue("jobs")
+    try:
+        long_line = b"-" + b"x" * (files.CHUNK - 1) + b"-inside the long line"
+        data = long_line + b"\n continued\n\\note=x\n-next\n\n"
+        spool.write("jobs.tq", data)
+        spool.poll()
+        assert [e.message.frames for e in queue.entries] == [(b"next",)]
+        after = open(spool.path("jobs.tq"), "rb").read()
+        assert after == b"!" + data[1:data.rindex(b"-next")] + b"=next\n\n"
+        texts = logs.texts()
+        assert any("jobs.tq at 0: refused, record over 64 bytes" in t for t in texts)
+        assert not any("belong to no record" in t for t in texts)
+    finally:
+        spool.stop()
