@@ -2,6 +2,7 @@
 lock is respected, a flip waits for the disk, a restart publishes nothing marked, a file
 replaced by an editor publishes nothing twice. Time is the door's task.Clock: each step
 is explicit, nothing sleeps."""
+import errno
 import fcntl
 import os
 import subprocess
@@ -9,9 +10,9 @@ import subprocess
 import pytest
 import pytest_twisted
 
-from mqksbridge.bridge.textqueue import files
+from mqksbridge.bridge.textqueue import files, watch
 from mqksbridge.core import Client, Consumer
-from tests.support.textqueue import Spool, controls, records, until
+from tests.support.textqueue import LogCapture, Spool, controls, records, until
 
 
 def bodies(queue):
@@ -284,3 +285,32 @@ async def test_a_file_filling_a_queue_faster_than_its_consumer_is_held(server, t
     finally:
         spool.stop()
         broker.disconnect(reader)
+
+
+@pytest_twisted.ensureDeferred
+async def test_without_inotify_the_poll_picks_files_up_within_a_second(server, tmp_path,
+                                                                       monkeypatch):
+    """watch = auto where inotify cannot be had (no such platform, or the per-user limit
+    of instances reached): a warning, then polling alone; a file written meanwhile is
+    published at the next poll (default poll_interval 0.5 s), and its last record, which
+    no close can be seen to end, once the grace time passed."""
+    def unavailable(reactor):
+        raise OSError(errno.EMFILE, "Too many open files")
+    monkeypatch.setattr(watch.inotify, "INotify", unavailable)
+    logs = LogCapture()
+    spool = Spool(server, tmp_path, watch="auto", poll_interval=0.5, grace=2.0)
+    queue = server.broker.queue("jobs")
+    try:
+        assert spool.door.watcher.mode == "poll"
+        assert any("inotify unavailable" in t for t in logs.texts())
+        spool.write("jobs.tq", "-first\n-second\n")
+        spool.clock.advance(0.5)                       # one poll: the file is found
+        await until(lambda: bodies(queue) == ["first"], what="the first record")
+        await until(lambda: controls(spool.path("jobs.tq")) == "=-", what="its flip")
+        spool.clock.advance(1.0)
+        assert bodies(queue) == ["first"]              # the last one: grace not yet passed
+        spool.clock.advance(1.0)
+        await until(lambda: bodies(queue) == ["first", "second"], what="the last record")
+    finally:
+        logs.close()
+        spool.stop()

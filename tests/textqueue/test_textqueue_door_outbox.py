@@ -279,3 +279,34 @@ async def test_an_outbox_that_cannot_be_opened_is_tried_again(server, tmp_path):
     finally:
         logs.close()
         spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_finding_the_marks_reads_only_the_unsettled_records(server, tmp_path,
+                                                                  monkeypatch):
+    """The door looks for flips at the offsets of the records still unsettled: behind a
+    thousand settled records, a look reads none of their bytes (no re-read of the file)."""
+    spool = outbox_spool(server, tmp_path, credit=50)
+    try:
+        for round_ in range(20):
+            spool.write("jobs.tq", "".join(f"-job {round_}-{i} {'x' * 60}\n"
+                                           for i in range(50)) + "\n")
+            spool.poll()
+            got = deliveries(spool.out)
+            assert len(got) == 50 * (round_ + 1)
+            if round_ < 19:
+                for record in got[-50:]:
+                    mark(spool.out, record, "=")
+                spool.poll()
+        unsettled = got[-50].offset
+        assert spool.file.acked == 950 and unsettled > 100_000
+        reads, real_pread, fd = [], os.pread, spool.file.fd
+        monkeypatch.setattr(os, "pread", lambda f, n, at: (
+            f == fd and reads.append((at, n))) or real_pread(f, n, at))
+        mark(spool.out, got[-1], "=")
+        spool.poll()
+        assert spool.file.acked == 951 and len(spool.file.pending) == 49
+        assert reads and min(at for at, _ in reads) >= unsettled
+        assert sum(n for _, n in reads) <= os.path.getsize(spool.out) - unsettled
+    finally:
+        spool.stop()
