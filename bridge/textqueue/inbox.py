@@ -67,6 +67,7 @@ class InboxFile:
         self.window = deque()            # (first offset, records) of recent chunks
         self.windowed = 0
         self.matches = None              # after a replacement: key -> deque of outcomes
+        self.match_end = None            # ... for records up to this offset (once known)
         self.state = "open"              # open | replacing | gone
         self.paused = False              # held (flow control, memory, shutdown)
         self.polls = 0
@@ -107,8 +108,11 @@ class InboxFile:
             self.changed_at = self.door.clock.seconds()
             self._chunk(data)
             return True
-        if self.matches is not None:
-            self.matches = None          # the replaced file is read: forget the old one
+        if self.matches is not None:     # the replaced file is read to its end: only
+            if self.match_end is None:   # the record in progress then may still match
+                self.match_end = self.carry_at if self.carry else -1
+            if not self.carry or self.carry_at > self.match_end:
+                self.matches = None      # forget the old file
         if self._tail_due() and files.try_lock(self.fd):
             files.unlock(self.fd)        # a writer holding the lock is still writing
             tail = Incomplete(self.carry_at, self.carry).record()
@@ -176,6 +180,7 @@ class InboxFile:
         put, direct = self._putter(kind, name)
         prefix = f"tq-{self.tag or self._tag()}-"
         sender, now, matches = self.sender, door.clock.seconds(), self.matches
+        match_end = self.match_end
         client = self.client             # whom flow control holds (core.flow)
         first = last = None
         count = 0
@@ -187,7 +192,8 @@ class InboxFile:
             if first is None:
                 first = offset
             last = offset
-            if matches is not None and self._matched(raw, offset, edits):
+            if matches is not None and (match_end is None or offset <= match_end) and \
+                    self._matched(raw, offset, edits):
                 continue
             if b"\n" in raw or raw[-1] == 13:
                 self._record(Record(offset, raw), prefix + str(offset), now, edits)
@@ -313,6 +319,10 @@ class InboxFile:
         if self.window:
             start = max(self.window[0][0], self.carry_at - MAX_MATCH_BYTES)
             region = os.pread(self.fd, self.carry_at - start, start)
+            if start > self.window[0][0]:     # cut inside a record: from the next one
+                cut = record_start(os.pread(self.fd, 1, start - 1) + region, 1)
+                cut = len(region) if cut is None else cut - 1
+                region, start = region[cut:], start + cut
             found = scan(region, start, self.door.max_record)
             records = list(found.records())
             if found.incomplete is not None:
@@ -342,6 +352,7 @@ class InboxFile:
         self.window.clear()
         self.windowed = 0
         self.matches = matches
+        self.match_end = None
         self.state = "open"
 
     def _matched(self, raw, offset, edits):

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import pytest_twisted
 
-from mqksbridge.bridge.textqueue import files, watch
+from mqksbridge.bridge.textqueue import files, inbox, watch
 from mqksbridge.core import Client, Consumer
 from tests.support.textqueue import LogCapture, Spool, controls, records, until
 
@@ -313,4 +313,76 @@ async def test_without_inotify_the_poll_picks_files_up_within_a_second(server, t
         await until(lambda: bodies(queue) == ["first", "second"], what="the last record")
     finally:
         logs.close()
+        spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_matching_a_replaced_file_reads_the_old_one_from_a_record_start(
+        server, tmp_path, monkeypatch):
+    """The old file's settled records are read back for matching from at most
+    MAX_MATCH_BYTES before its end; a cut inside a record starts at the next record, so
+    its bytes after the cut (`=dup` here) are no settled record that a record of the new
+    file (`-dup`) could take its mark from without being published."""
+    monkeypatch.setattr(inbox, "MAX_MATCH_BYTES", 8)          # the cut: at `=dup`
+    queue = server.broker.queue("jobs")
+    spool = Spool(server, tmp_path)
+    try:
+        spool.write("jobs.tq", "-key=dup\n-b\n")
+        spool.poll()
+        assert controls(spool.path("jobs.tq")) == "=="
+        copy = tmp_path / "inbox" / "jobs.tq.new"
+        copy.write_bytes(open(spool.path("jobs.tq"), "rb").read() + b"-dup\n-last\n")
+        os.rename(copy, spool.path("jobs.tq"))
+        spool.poll(2)
+        assert bodies(queue) == ["key=dup", "b", "dup", "last"]
+        assert controls(spool.path("jobs.tq")) == "===="
+    finally:
+        spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_editor_copy_ending_in_a_settled_record_publishes_it_not_again(
+        server, tmp_path):
+    """The editor's copy was taken before the flips and adds nothing: its last record,
+    taken once complete like any file's last record, is matched too (it was published
+    and flipped in the old file)."""
+    queue = server.broker.queue("jobs")
+    spool = Spool(server, tmp_path)
+    try:
+        spool.write("jobs.tq", "-a\n-b\n")
+        copy = open(spool.path("jobs.tq"), "rb").read()
+        spool.poll()
+        assert bodies(queue) == ["a", "b"] and controls(spool.path("jobs.tq")) == "=="
+        saved = tmp_path / "inbox" / "jobs.tq.swp"
+        saved.write_bytes(copy)
+        os.rename(saved, spool.path("jobs.tq"))
+        spool.poll(2)
+        assert bodies(queue) == ["a", "b"]
+        assert controls(spool.path("jobs.tq")) == "=="
+    finally:
+        spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_records_appended_after_a_replaced_file_was_read_are_not_matched(
+        server, tmp_path):
+    """Matching ends with the replaced file as it was first read to its end (its last
+    record, still in progress then, included): a record a writer appends later is a new
+    message even when it looks like an old settled one the copy lost."""
+    queue = server.broker.queue("jobs")
+    spool = Spool(server, tmp_path, grace=3600.0)
+    try:
+        spool.write("jobs.tq", "-p\n-p\n-q\n\n")
+        spool.poll()
+        assert controls(spool.path("jobs.tq")) == "==="
+        saved = tmp_path / "inbox" / "jobs.tq.swp"
+        saved.write_bytes(b"-p\n-q\n")                # a copy that lost one `-p`
+        os.rename(saved, spool.path("jobs.tq"))
+        spool.poll(2)
+        assert controls(spool.path("jobs.tq")) == "=-"  # `-q`: not known complete yet
+        spool.write("jobs.tq", "-p\n\n")              # a new message, and `-q` complete
+        spool.poll()
+        assert bodies(queue) == ["p", "p", "q", "p"]
+        assert controls(spool.path("jobs.tq")) == "==="
+    finally:
         spool.stop()
