@@ -21,6 +21,7 @@ name) is read anew from the start; its `-` records that match a record settled i
 aside) get that record's mark instead of being published again.
 """
 import os
+from bisect import bisect_right
 from collections import deque
 from functools import partial
 
@@ -30,8 +31,8 @@ from mqksbridge.bridge.convert import textqueue as convert
 from mqksbridge.bridge.textqueue import files, targets
 from mqksbridge.core import Client, Message
 from mqksbridge.protocols.textqueue import (
-    ORPHAN, Edit, Incomplete, Record, TextQueueError, flip, flip_queued, merge_edits,
-    record_start, rewrite, scan)
+    ORPHAN, Edit, Incomplete, Record, TextQueueError, Variable, flip, flip_queued,
+    merge_edits, record_start, rewrite, scan)
 
 log = Logger(namespace="mqksbridge.textqueue")
 
@@ -39,6 +40,7 @@ DOOR = convert.DOOR
 MAX_WAITING = 16            # chunks published and not yet flipped, per file
 MAX_MATCH_BYTES = 16 << 20  # of the old file read (in one turn) to match a replaced file
 LOG_PER_POLL = 10           # refusals logged one by one per file between two polls
+ERROR_LOOK = 4096           # last bytes of a record too long to read searched for \error=
 _DASH, _TAKEN, _REFUSED = 0x2D, b"=", b"!"
 
 
@@ -60,6 +62,8 @@ class InboxFile:
         self.skip = None                 # inside bytes dropped (an over-long record, orphan
         #                                  lines): where a record may start in the next
         #                                  chunk (1: it begins mid-line, 0: at a line)
+        self.too_long = None             # offset of a refused record whose end, where
+        #                                  its \error= is, is not read yet
         self.changed_at = door.clock.seconds()
         self.closed_size = -1            # the file's size when a writer last closed it
         self.waiting = 0                 # published chunks waiting for the storage barrier
@@ -142,6 +146,11 @@ class InboxFile:
                 self.carry_at = self.pos
                 return
             self.skip = None
+            if self.too_long is not None:   # the record refused for its size ends here
+                edit = self._error_room(self.too_long, base + start)
+                if edit is not None:     # (the flip of the chunk it began in is before)
+                    self.ready.append([edit])
+                self.too_long = None
             buffer, base = buffer[start:], base + start
         found = scan(buffer, base, self.door.max_record)
         tail = found.incomplete
@@ -150,18 +159,46 @@ class InboxFile:
             self.skip = 1                # a dropped line goes on in the next chunk
         edits = []
         if found.damages:
-            self._damaged(found.damages, buffer, base, edits)
+            self._damaged(found, buffer, base, edits)
         self._publish(found.offsets, found.raws, found.controls, buffer, base, edits)
 
-    def _damaged(self, damages, buffer, base, edits):
-        for offset, kind in damages:
+    def _damaged(self, found, buffer, base, edits):
+        """Orphan lines are logged; a `-` record over max_record is refused, and its
+        reason written into its `\\error=` once its end (the next record) is read."""
+        for offset, kind in found.damages:
             if kind == ORPHAN:
                 log.warn("textqueue: {file} at {offset}: lines that belong to no record "
                          "(skipped)", file=self.path, offset=offset)
                 continue
-            if buffer[offset - base] == _DASH:
-                edits.append(Edit(offset, _REFUSED))
-                self._refuse(offset, f"record over {self.door.max_record} bytes")
+            if buffer[offset - base] != _DASH:
+                continue
+            edits.append(Edit(offset, _REFUSED))
+            self._refuse(offset, f"record over {self.door.max_record} bytes")
+            end = _next_start(found, offset)
+            if end is None:              # dropped at the chunk's end: the rest is skipped
+                self.too_long = offset
+                if self.skip is None:
+                    self.skip = 0
+                continue
+            edit = self._error_room(offset, end)
+            if edit is not None:
+                edits.append(edit)
+
+    def _error_room(self, offset, end):
+        """The edit writing why into the `\\error=` room of the record at `offset`, too
+        long to keep, that the next record (at `end`) follows: variables end a record, so
+        its last bytes hold it (before a blank line, which ends it too)."""
+        start = max(offset, end - ERROR_LOOK)
+        data = os.pread(self.fd, end - start, start)
+        blank = min((i for i in (data.find(b"\n\n"), data.find(b"\n\r\n")) if i >= 0),
+                    default=len(data))
+        at = data.rfind(b"\n\\error=", 0, blank)
+        line = data[at + 2:].partition(b"\n")[0].rstrip(b"\r")
+        if at < 0 or not line.isascii():
+            return None
+        room = Variable(start + at + 1, line.decode())
+        reason = f"record over {self.door.max_record} bytes"[:room.width].rstrip(" ")
+        return rewrite(room, reason) if room.width else None
 
     # -- publishing -----------------------------------------------------------------------
     def _publish(self, offsets, raws, controls, buffer, base, edits=None):
@@ -347,7 +384,7 @@ class InboxFile:
         self.pos = self.carry_at = 0
         self.closed_size = -1
         self.carry = b""
-        self.skip = None
+        self.skip = self.too_long = None
         self.tag = None
         self.window.clear()
         self.windowed = 0
@@ -443,6 +480,17 @@ class InboxFile:
     def abortConnection(self):
         self.ready = []
         self.goodbye()
+
+
+def _next_start(found, offset):
+    """Where the next record after `offset` in a scanned chunk starts (an over-long one,
+    the one in progress at its end included), or None."""
+    i = bisect_right(found.offsets, offset)
+    ends = [found.offsets[i]] if i < len(found.offsets) else []
+    ends += [d.offset for d in found.damages if d.offset > offset and d.kind != ORPHAN][:1]
+    if found.incomplete is not None:
+        ends.append(found.incomplete.offset)
+    return min(ends, default=None)
 
 
 def match_key(raw):

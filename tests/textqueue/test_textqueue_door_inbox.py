@@ -220,3 +220,27 @@ async def test_a_record_over_max_record_is_refused_and_skipped_to_the_next_recor
         assert not any("belong to no record" in t for t in texts)
     finally:
         spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_record_over_max_record_gets_its_reason_in_reserved_room(server, tmp_path):
+    """The reason of a record refused for its size goes into its `\\error=` too (room the
+    writer left at its end), whether the record lay whole in one chunk or was dropped
+    across chunks; nothing is inserted."""
+    spool = Spool(server, tmp_path, max_record=64)
+    queue = server.broker.queue("jobs")
+    room = "\\error=" + " " * 24 + "\n"
+    try:
+        small = f"-{'x' * 80}\n continued\n{room}-small ok\n\n"
+        large = "-" + "y" * (files.CHUNK + 10) + f"\n continued\n{room}-large ok\n\n"
+        spool.write("jobs.tq", small + large)
+        size = os.path.getsize(spool.path("jobs.tq"))
+        spool.poll()
+        assert [e.message.frames for e in queue.entries] == [(b"small ok",), (b"large ok",)]
+        assert os.path.getsize(spool.path("jobs.tq")) == size
+        got = [(r.control, r.variable("error") and r.variable("error").value)
+               for r in records(spool.path("jobs.tq"))]
+        assert got == [("!", "record over 64 bytes"), ("=", None),
+                       ("!", "record over 64 bytes"), ("=", None)]
+    finally:
+        spool.stop()

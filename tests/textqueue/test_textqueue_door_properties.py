@@ -83,18 +83,44 @@ def test_every_queued_record_is_published_once_and_flipped(server, tmp_path, ite
 
 
 def expected_flips(data, max_record):
-    """Offsets of the `-` records the door must flip (published or refused) and of the
-    over-long `-` records it must refuse, by the incremental parser over the whole file
-    (its last record counts when its last line ended: the grace time passes)."""
+    """Offsets of the `-` records the door must flip (published or refused), of the
+    over-long `-` records it must refuse, and of every record start, by the incremental
+    parser over the whole file (its last record counts when its last line ended: the
+    grace time passes)."""
     parser = Parser(0, max_record)
     items = parser.feed(data)
     tail = parser.incomplete()
+    starts = sorted({i.offset for i in items if isinstance(i, Record) or i.kind == TOO_LONG}
+                    | ({tail.offset} if tail is not None else set()))
     if tail is not None and tail.data.endswith(b"\n"):
         items.append(tail.record())
     queued = {i.offset for i in items if isinstance(i, Record) and i.control == "-"}
     too_long = {i.offset for i in items
                 if isinstance(i, Damage) and i.kind == TOO_LONG and data[i.offset] == 0x2D}
-    return queued, too_long
+    return queued, too_long, starts
+
+
+def error_rooms(data, too_long, starts, reason):
+    """What the `\\error=` room of each over-long record that a record follows must hold
+    once refused: its last `\\error=` line before a blank line (ASCII only), the reason
+    cut to the room and padded; {(start, end): bytes}."""
+    rooms = {}
+    for offset in too_long:
+        end = next((s for s in starts if s > offset), None)
+        if end is None:
+            continue
+        region = data[offset:end]
+        blank = min(i for i in (region.find(b"\n\n"), region.find(b"\n\r\n"), len(region))
+                    if i >= 0)
+        at = region.rfind(b"\n\\error=", 0, blank)
+        if at < 0:
+            continue
+        line_end = region.index(b"\n", at + 1)
+        value = region[at + 8:line_end].rstrip(b"\r")
+        if value.isascii():
+            at += offset + 8
+            rooms[(at, at + len(value))] = reason[:len(value)].rstrip(b" ").ljust(len(value))
+    return rooms
 
 
 @settings(max_examples=60, deadline=None,
@@ -125,9 +151,13 @@ def test_chunks_cut_anywhere_and_over_long_records(server, tmp_path, data, at, l
             spool.poll()
         spool.advance(3.0)
         after = path.read_bytes()
-        assert len(after) == len(data)
-        queued, too_long = expected_flips(data, max_record)
-        changed = {i for i, (a, b) in enumerate(zip(data, after)) if a != b}
+        assert len(after) == len(data) < 4096                 # (room is looked for in 4 KiB)
+        queued, too_long, starts = expected_flips(data, max_record)
+        rooms = error_rooms(data, too_long, starts, b"record over 64 bytes")
+        for (start, end), value in rooms.items():
+            assert after[start:end] == value
+        in_rooms = {i for start, end in rooms for i in range(start, end)}
+        changed = {i for i, (a, b) in enumerate(zip(data, after)) if a != b} - in_rooms
         assert changed == queued | too_long
         assert all(after[i] == 0x21 for i in too_long)
         assert all(after[i] in b"=!" for i in changed)
