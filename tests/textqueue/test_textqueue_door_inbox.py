@@ -244,3 +244,19 @@ async def test_a_record_over_max_record_gets_its_reason_in_reserved_room(server,
                        ("!", "record over 64 bytes"), ("=", None)]
     finally:
         spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_every_inbox_directory_is_read(server, tmp_path):
+    """`textqueue.inbox` is a list: a file in each directory is published."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    spool = Spool(server, tmp_path, inbox=[str(first), str(second)])
+    queue = server.broker.queue("jobs")
+    try:
+        (first / "jobs.tq").write_bytes(b"-from a\n\n")
+        (second / "jobs.tq").write_bytes(b"-from b\n\n")
+        spool.poll()
+        assert sorted(e.message.frames[0] for e in queue.entries) == [b"from a", b"from b"]
+        assert controls(first / "jobs.tq") == controls(second / "jobs.tq") == "="
+    finally:
+        spool.stop()
