@@ -21,6 +21,7 @@ name) is read anew from the start; its `-` records that match a record settled i
 aside) get that record's mark instead of being published again.
 """
 import os
+from bisect import bisect_right
 from collections import deque
 from functools import partial
 
@@ -30,8 +31,8 @@ from mqksbridge.bridge.convert import textqueue as convert
 from mqksbridge.bridge.textqueue import files, targets
 from mqksbridge.core import Client, Message
 from mqksbridge.protocols.textqueue import (
-    ORPHAN, Edit, Incomplete, Record, TextQueueError, edit_key, flip, flip_queued, merge_edits,
-    rewrite, scan)
+    ORPHAN, Edit, Incomplete, Record, TextQueueError, Variable, edit_key, flip,
+    flip_queued, merge_edits, record_start, rewrite, scan)
 
 log = Logger(namespace="mqksbridge.textqueue")
 
@@ -39,6 +40,7 @@ DOOR = convert.DOOR
 MAX_WAITING = 16            # chunks published and not yet flipped, per file
 MAX_MATCH_BYTES = 16 << 20  # of the old file read (in one turn) to match a replaced file
 LOG_PER_POLL = 10           # refusals logged one by one per file between two polls
+ERROR_LOOK = 4096           # last bytes of a record too long to read searched for \error=
 _DASH, _TAKEN, _REFUSED = 0x2D, b"=", b"!"
 ASSIGNED = b"tq-"           # how the ids this door writes into room begin (edit_key)
 
@@ -58,6 +60,11 @@ class InboxFile:
         self.pos = 0                     # next byte to read
         self.carry = b""                 # the record in progress at `pos`, from carry_at
         self.carry_at = 0
+        self.skip = None                 # inside bytes dropped (an over-long record, orphan
+        #                                  lines): where a record may start in the next
+        #                                  chunk (1: it begins mid-line, 0: at a line)
+        self.too_long = None             # offset of a refused record whose end, where
+        #                                  its \error= is, is not read yet
         self.changed_at = door.clock.seconds()
         self.closed_size = -1            # the file's size when a writer last closed it
         self.waiting = 0                 # published chunks waiting for the storage barrier
@@ -65,6 +72,7 @@ class InboxFile:
         self.window = deque()            # (first offset, records) of recent chunks
         self.windowed = 0
         self.matches = None              # after a replacement: key -> deque of outcomes
+        self.match_end = None            # ... for records up to this offset (once known)
         self.state = "open"              # open | replacing | gone
         self.paused = False              # held (flow control, memory, shutdown)
         self.polls = 0
@@ -105,8 +113,11 @@ class InboxFile:
             self.changed_at = self.door.clock.seconds()
             self._chunk(data)
             return True
-        if self.matches is not None:
-            self.matches = None          # the replaced file is read: forget the old one
+        if self.matches is not None:     # the replaced file is read to its end: only
+            if self.match_end is None:   # the record in progress then may still match
+                self.match_end = self.carry_at if self.carry else -1
+            if not self.carry or self.carry_at > self.match_end:
+                self.matches = None      # forget the old file
         if self._tail_due() and files.try_lock(self.fd):
             files.unlock(self.fd)        # a writer holding the lock is still writing
             tail = Incomplete(self.carry_at, self.carry).record()
@@ -129,23 +140,66 @@ class InboxFile:
         buffer = self.carry + data if self.carry else data
         self.pos += len(data)
         self.traffic.bytes_in += len(data)
+        if self.skip is not None:        # the rest of what was dropped: up to a record
+            start = record_start(buffer, self.skip)
+            if start is None:
+                self.skip = 0 if buffer.endswith(b"\n") else 1
+                self.carry_at = self.pos
+                return
+            self.skip = None
+            if self.too_long is not None:   # the record refused for its size ends here
+                edit = self._error_room(self.too_long, base + start)
+                if edit is not None:     # (the flip of the chunk it began in is before)
+                    self.ready.append([edit])
+                self.too_long = None
+            buffer, base = buffer[start:], base + start
         found = scan(buffer, base, self.door.max_record)
         tail = found.incomplete
         self.carry, self.carry_at = (tail.data, tail.offset) if tail else (b"", self.pos)
+        if tail is None and not buffer.endswith(b"\n"):
+            self.skip = 1                # a dropped line goes on in the next chunk
         edits = []
         if found.damages:
-            self._damaged(found.damages, buffer, base, edits)
+            self._damaged(found, buffer, base, edits)
         self._publish(found.offsets, found.raws, found.controls, buffer, base, edits)
 
-    def _damaged(self, damages, buffer, base, edits):
-        for offset, kind in damages:
+    def _damaged(self, found, buffer, base, edits):
+        """Orphan lines are logged; a `-` record over max_record is refused, and its
+        reason written into its `\\error=` once its end (the next record) is read."""
+        for offset, kind in found.damages:
             if kind == ORPHAN:
                 log.warn("textqueue: {file} at {offset}: lines that belong to no record "
                          "(skipped)", file=self.path, offset=offset)
                 continue
-            if buffer[offset - base] == _DASH:
-                edits.append(Edit(offset, _REFUSED))
-                self._refuse(offset, f"record over {self.door.max_record} bytes")
+            if buffer[offset - base] != _DASH:
+                continue
+            edits.append(Edit(offset, _REFUSED))
+            self._refuse(offset, f"record over {self.door.max_record} bytes")
+            end = _next_start(found, offset)
+            if end is None:              # dropped at the chunk's end: the rest is skipped
+                self.too_long = offset
+                if self.skip is None:
+                    self.skip = 0
+                continue
+            edit = self._error_room(offset, end)
+            if edit is not None:
+                edits.append(edit)
+
+    def _error_room(self, offset, end):
+        """The edit writing why into the `\\error=` room of the record at `offset`, too
+        long to keep, that the next record (at `end`) follows: variables end a record, so
+        its last bytes hold it (before a blank line, which ends it too)."""
+        start = max(offset, end - ERROR_LOOK)
+        data = os.pread(self.fd, end - start, start)
+        blank = min((i for i in (data.find(b"\n\n"), data.find(b"\n\r\n")) if i >= 0),
+                    default=len(data))
+        at = data.rfind(b"\n\\error=", 0, blank)
+        line = data[at + 2:].partition(b"\n")[0].rstrip(b"\r")
+        if at < 0 or not line.isascii():
+            return None
+        room = Variable(start + at + 1, line.decode())
+        reason = f"record over {self.door.max_record} bytes"[:room.width].rstrip(" ")
+        return rewrite(room, reason) if room.width else None
 
     # -- publishing -----------------------------------------------------------------------
     def _publish(self, offsets, raws, controls, buffer, base, edits=None):
@@ -164,6 +218,7 @@ class InboxFile:
         put, direct = self._putter(kind, name)
         prefix = f"{ASSIGNED.decode()}{self.tag or self._tag()}-"
         sender, now, matches = self.sender, door.clock.seconds(), self.matches
+        match_end = self.match_end
         client = self.client             # whom flow control holds (core.flow)
         first = last = None
         count = 0
@@ -175,7 +230,8 @@ class InboxFile:
             if first is None:
                 first = offset
             last = offset
-            if matches is not None and self._matched(raw, offset, edits):
+            if matches is not None and (match_end is None or offset <= match_end) and \
+                    self._matched(raw, offset, edits):
                 continue
             if b"\n" in raw or raw[-1] == 13:
                 self._record(Record(offset, raw), prefix + str(offset), now, edits)
@@ -301,6 +357,10 @@ class InboxFile:
         if self.window:
             start = max(self.window[0][0], self.carry_at - MAX_MATCH_BYTES)
             region = os.pread(self.fd, self.carry_at - start, start)
+            if start > self.window[0][0]:     # cut inside a record: from the next one
+                cut = record_start(os.pread(self.fd, 1, start - 1) + region, 1)
+                cut = len(region) if cut is None else cut - 1
+                region, start = region[cut:], start + cut
             found = scan(region, start, self.door.max_record)
             records = list(found.records())
             if found.incomplete is not None:
@@ -325,10 +385,12 @@ class InboxFile:
         self.pos = self.carry_at = 0
         self.closed_size = -1
         self.carry = b""
+        self.skip = self.too_long = None
         self.tag = None
         self.window.clear()
         self.windowed = 0
         self.matches = matches
+        self.match_end = None
         self.state = "open"
 
     def _matched(self, raw, offset, edits):
@@ -419,6 +481,17 @@ class InboxFile:
     def abortConnection(self):
         self.ready = []
         self.goodbye()
+
+
+def _next_start(found, offset):
+    """Where the next record after `offset` in a scanned chunk starts (an over-long one,
+    the one in progress at its end included), or None."""
+    i = bisect_right(found.offsets, offset)
+    ends = [found.offsets[i]] if i < len(found.offsets) else []
+    ends += [d.offset for d in found.damages if d.offset > offset and d.kind != ORPHAN][:1]
+    if found.incomplete is not None:
+        ends.append(found.incomplete.offset)
+    return min(ends, default=None)
 
 
 class InboxDir(files.Directory):

@@ -29,13 +29,15 @@ from twisted.logger import Logger
 from mqksbridge.bridge.convert import textqueue as convert
 from mqksbridge.bridge.textqueue import files, targets
 from mqksbridge.core import Client, Consumer
-from mqksbridge.protocols.textqueue import Record, journal, scan
+from mqksbridge.protocols.textqueue import (
+    DEFAULT_MAX_RECORD, Record, journal, record_start, scan)
 
 log = Logger(namespace="mqksbridge.textqueue")
 
 DOOR = convert.DOOR
 RUN_GAP = 64 << 10          # unsettled records closer than this are read in one pread
 RUN_BYTES = 1 << 20         # ... up to this many bytes at once
+MAX_RECORD = DEFAULT_MAX_RECORD  # longest record read back (ours: a 64 MiB message fits)
 _DASH = 0x2D
 
 
@@ -78,6 +80,8 @@ class OutboxFile:
         self.load_pos = 0
         self.load_carry = b""
         self.load_at = 0
+        self.load_skip = None            # inside an over-long record: where the next chunk
+        #                                  may start one (1: mid-line, 0: at a line)
         self.owed = 0                    # credit held back while the file waits to rotate
         self.waiting_ids = None          # while a replaced file loads: id -> [Pending]
         self.settling = ()               # ... and the marks it found for them
@@ -105,6 +109,7 @@ class OutboxFile:
         if not self.size:
             self.size = files.append(self.fd, header(self.queue)) + len(header(self.queue))
         self.load_pos, self.load_carry, self.load_at = 0, b"", 0
+        self.load_skip = None
         self.state = "loading"
 
     # -- the consumer ---------------------------------------------------------------------
@@ -313,13 +318,23 @@ class OutboxFile:
         base = self.load_at if self.load_carry else self.load_pos
         buffer = self.load_carry + data if self.load_carry else data
         self.load_pos += len(data)
-        found = scan(buffer, base)
+        if self.load_skip is not None and data:     # the rest of a record dropped
+            start = record_start(buffer, self.load_skip)
+            if start is None:
+                self.load_skip = 0 if buffer.endswith(b"\n") else 1
+                self.load_at = self.load_pos
+                return True
+            self.load_skip = None
+            buffer, base = buffer[start:], base + start
+        found = scan(buffer, base, MAX_RECORD)
         records = found.records()
         tail = found.incomplete
         if data and tail is not None:
             self.load_carry, self.load_at = tail.data, tail.offset
         else:
             self.load_carry, self.load_at = b"", self.load_pos
+            if data and tail is None and not buffer.endswith(b"\n"):
+                self.load_skip = 1                  # its line goes on in the next chunk
             if tail is not None and tail.terminated:
                 records = list(records) + [tail.record()]
         for record in records:

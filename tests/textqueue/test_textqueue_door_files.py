@@ -2,6 +2,7 @@
 lock is respected, a flip waits for the disk, a restart publishes nothing marked, a file
 replaced by an editor publishes nothing twice. Time is the door's task.Clock: each step
 is explicit, nothing sleeps."""
+import errno
 import fcntl
 import os
 import subprocess
@@ -9,9 +10,9 @@ import subprocess
 import pytest
 import pytest_twisted
 
-from mqksbridge.bridge.textqueue import files
+from mqksbridge.bridge.textqueue import files, inbox, watch
 from mqksbridge.core import Client, Consumer
-from tests.support.textqueue import Spool, controls, records, until
+from tests.support.textqueue import LogCapture, Spool, controls, records, until
 
 
 def bodies(queue):
@@ -284,3 +285,104 @@ async def test_a_file_filling_a_queue_faster_than_its_consumer_is_held(server, t
     finally:
         spool.stop()
         broker.disconnect(reader)
+
+
+@pytest_twisted.ensureDeferred
+async def test_without_inotify_the_poll_picks_files_up_within_a_second(server, tmp_path,
+                                                                       monkeypatch):
+    """watch = auto where inotify cannot be had (no such platform, or the per-user limit
+    of instances reached): a warning, then polling alone; a file written meanwhile is
+    published at the next poll (default poll_interval 0.5 s), and its last record, which
+    no close can be seen to end, once the grace time passed."""
+    def unavailable(reactor):
+        raise OSError(errno.EMFILE, "Too many open files")
+    monkeypatch.setattr(watch.inotify, "INotify", unavailable)
+    logs = LogCapture()
+    spool = Spool(server, tmp_path, watch="auto", poll_interval=0.5, grace=2.0)
+    queue = server.broker.queue("jobs")
+    try:
+        assert spool.door.watcher.mode == "poll"
+        assert any("inotify unavailable" in t for t in logs.texts())
+        spool.write("jobs.tq", "-first\n-second\n")
+        spool.clock.advance(0.5)                       # one poll: the file is found
+        await until(lambda: bodies(queue) == ["first"], what="the first record")
+        await until(lambda: controls(spool.path("jobs.tq")) == "=-", what="its flip")
+        spool.clock.advance(1.0)
+        assert bodies(queue) == ["first"]              # the last one: grace not yet passed
+        spool.clock.advance(1.0)
+        await until(lambda: bodies(queue) == ["first", "second"], what="the last record")
+    finally:
+        logs.close()
+        spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_matching_a_replaced_file_reads_the_old_one_from_a_record_start(
+        server, tmp_path, monkeypatch):
+    """The old file's settled records are read back for matching from at most
+    MAX_MATCH_BYTES before its end; a cut inside a record starts at the next record, so
+    its bytes after the cut (`=dup` here) are no settled record that a record of the new
+    file (`-dup`) could take its mark from without being published."""
+    monkeypatch.setattr(inbox, "MAX_MATCH_BYTES", 8)          # the cut: at `=dup`
+    queue = server.broker.queue("jobs")
+    spool = Spool(server, tmp_path)
+    try:
+        spool.write("jobs.tq", "-key=dup\n-b\n")
+        spool.poll()
+        assert controls(spool.path("jobs.tq")) == "=="
+        copy = tmp_path / "inbox" / "jobs.tq.new"
+        copy.write_bytes(open(spool.path("jobs.tq"), "rb").read() + b"-dup\n-last\n")
+        os.rename(copy, spool.path("jobs.tq"))
+        spool.poll(2)
+        assert bodies(queue) == ["key=dup", "b", "dup", "last"]
+        assert controls(spool.path("jobs.tq")) == "===="
+    finally:
+        spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_editor_copy_ending_in_a_settled_record_publishes_it_not_again(
+        server, tmp_path):
+    """The editor's copy was taken before the flips and adds nothing: its last record,
+    taken once complete like any file's last record, is matched too (it was published
+    and flipped in the old file)."""
+    queue = server.broker.queue("jobs")
+    spool = Spool(server, tmp_path)
+    try:
+        spool.write("jobs.tq", "-a\n-b\n")
+        copy = open(spool.path("jobs.tq"), "rb").read()
+        spool.poll()
+        assert bodies(queue) == ["a", "b"] and controls(spool.path("jobs.tq")) == "=="
+        saved = tmp_path / "inbox" / "jobs.tq.swp"
+        saved.write_bytes(copy)
+        os.rename(saved, spool.path("jobs.tq"))
+        spool.poll(2)
+        assert bodies(queue) == ["a", "b"]
+        assert controls(spool.path("jobs.tq")) == "=="
+    finally:
+        spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_records_appended_after_a_replaced_file_was_read_are_not_matched(
+        server, tmp_path):
+    """Matching ends with the replaced file as it was first read to its end (its last
+    record, still in progress then, included): a record a writer appends later is a new
+    message even when it looks like an old settled one the copy lost."""
+    queue = server.broker.queue("jobs")
+    spool = Spool(server, tmp_path, grace=3600.0)
+    try:
+        spool.write("jobs.tq", "-p\n-p\n-q\n\n")
+        spool.poll()
+        assert controls(spool.path("jobs.tq")) == "==="
+        saved = tmp_path / "inbox" / "jobs.tq.swp"
+        saved.write_bytes(b"-p\n-q\n")                # a copy that lost one `-p`
+        os.rename(saved, spool.path("jobs.tq"))
+        spool.poll(2)
+        assert controls(spool.path("jobs.tq")) == "=-"  # `-q`: not known complete yet
+        spool.write("jobs.tq", "-p\n\n")              # a new message, and `-q` complete
+        spool.poll()
+        assert bodies(queue) == ["p", "p", "q", "p"]
+        assert controls(spool.path("jobs.tq")) == "==="
+    finally:
+        spool.stop()

@@ -197,3 +197,66 @@ async def test_a_large_file_is_read_a_chunk_per_turn(server, spool, monkeypatch)
         b"%06d" % i for i in range(30_000)]
     assert set(controls(spool.path("big.tq"))) == {"="}
     assert not scan(open(spool.path("big.tq"), "rb").read()).damages
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_record_over_max_record_is_refused_and_skipped_to_the_next_record(
+        server, tmp_path, logs):
+    """A record that outgrows `max_record` across chunks is flipped `!` and its bytes are
+    skipped up to the next record: the next chunk begins inside its line, and a `-` there
+    is not a record (nothing published for it, no byte of it flipped)."""
+    spool = Spool(server, tmp_path, max_record=64)
+    queue = server.broker.queue("jobs")
+    try:
+        long_line = b"-" + b"x" * (files.CHUNK - 1) + b"-inside the long line"
+        data = long_line + b"\n continued\n\\note=x\n-next\n\n"
+        spool.write("jobs.tq", data)
+        spool.poll()
+        assert [e.message.frames for e in queue.entries] == [(b"next",)]
+        after = open(spool.path("jobs.tq"), "rb").read()
+        assert after == b"!" + data[1:data.rindex(b"-next")] + b"=next\n\n"
+        texts = logs.texts()
+        assert any("jobs.tq at 0: refused, record over 64 bytes" in t for t in texts)
+        assert not any("belong to no record" in t for t in texts)
+    finally:
+        spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_record_over_max_record_gets_its_reason_in_reserved_room(server, tmp_path):
+    """The reason of a record refused for its size goes into its `\\error=` too (room the
+    writer left at its end), whether the record lay whole in one chunk or was dropped
+    across chunks; nothing is inserted."""
+    spool = Spool(server, tmp_path, max_record=64)
+    queue = server.broker.queue("jobs")
+    room = "\\error=" + " " * 24 + "\n"
+    try:
+        small = f"-{'x' * 80}\n continued\n{room}-small ok\n\n"
+        large = "-" + "y" * (files.CHUNK + 10) + f"\n continued\n{room}-large ok\n\n"
+        spool.write("jobs.tq", small + large)
+        size = os.path.getsize(spool.path("jobs.tq"))
+        spool.poll()
+        assert [e.message.frames for e in queue.entries] == [(b"small ok",), (b"large ok",)]
+        assert os.path.getsize(spool.path("jobs.tq")) == size
+        got = [(r.control, r.variable("error") and r.variable("error").value)
+               for r in records(spool.path("jobs.tq"))]
+        assert got == [("!", "record over 64 bytes"), ("=", None),
+                       ("!", "record over 64 bytes"), ("=", None)]
+    finally:
+        spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_every_inbox_directory_is_read(server, tmp_path):
+    """`textqueue.inbox` is a list: a file in each directory is published."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    spool = Spool(server, tmp_path, inbox=[str(first), str(second)])
+    queue = server.broker.queue("jobs")
+    try:
+        (first / "jobs.tq").write_bytes(b"-from a\n\n")
+        (second / "jobs.tq").write_bytes(b"-from b\n\n")
+        spool.poll()
+        assert sorted(e.message.frames[0] for e in queue.entries) == [b"from a", b"from b"]
+        assert controls(first / "jobs.tq") == controls(second / "jobs.tq") == "="
+    finally:
+        spool.stop()

@@ -10,6 +10,7 @@ import pytest_twisted
 import textqueue
 from twisted.internet.threads import deferToThread
 
+from mqksbridge.bridge.textqueue import outbox
 from mqksbridge.protocols.textqueue import flip, journal, rewrite
 from tests.support.textqueue import LogCapture, Spool, records, until
 from tests.textqueue.strategies import apply_edits
@@ -278,4 +279,59 @@ async def test_an_outbox_that_cannot_be_opened_is_tried_again(server, tmp_path):
         assert len(server.broker.queues["jobs"].consumers) == 1
     finally:
         logs.close()
+        spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_finding_the_marks_reads_only_the_unsettled_records(server, tmp_path,
+                                                                  monkeypatch):
+    """The door looks for flips at the offsets of the records still unsettled: behind a
+    thousand settled records, a look reads none of their bytes (no re-read of the file)."""
+    spool = outbox_spool(server, tmp_path, credit=50)
+    try:
+        for round_ in range(20):
+            spool.write("jobs.tq", "".join(f"-job {round_}-{i} {'x' * 60}\n"
+                                           for i in range(50)) + "\n")
+            spool.poll()
+            got = deliveries(spool.out)
+            assert len(got) == 50 * (round_ + 1)
+            if round_ < 19:
+                for record in got[-50:]:
+                    mark(spool.out, record, "=")
+                spool.poll()
+        unsettled = got[-50].offset
+        assert spool.file.acked == 950 and unsettled > 100_000
+        reads, real_pread, fd = [], os.pread, spool.file.fd
+        monkeypatch.setattr(os, "pread", lambda f, n, at: (
+            f == fd and reads.append((at, n))) or real_pread(f, n, at))
+        mark(spool.out, got[-1], "=")
+        spool.poll()
+        assert spool.file.acked == 951 and len(spool.file.pending) == 49
+        assert reads and min(at for at, _ in reads) >= unsettled
+        assert sum(n for _, n in reads) <= os.path.getsize(spool.out) - unsettled
+    finally:
+        spool.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_over_long_record_in_a_file_it_starts_on_adopts_nothing(server, tmp_path,
+                                                                         monkeypatch):
+    """An outbox file the door starts on holds a record too long to read (over
+    MAX_RECORD, 1 MiB here: a line of `=`): its bytes are skipped to the next record,
+    never read as records of their own. Bytes in the middle of its line that look like a
+    settled record with a redelivered message's id do not acknowledge that message."""
+    monkeypatch.setattr(outbox, "MAX_RECORD", 1 << 20)
+    path = tmp_path / "outbox" / "jobs.tq"
+    os.makedirs(path.parent)
+    path.write_bytes(b"#an outbox file\n=" + b"=" * (5 << 19) + b"\n\\i=m-7\n-next\n\\i=m-8\n")
+    spool = outbox_spool(server, tmp_path)
+    try:
+        await until(lambda: spool.file.state == "open", spool.step, what="the file loaded")
+        assert set(spool.file.known) == {"m-8"}
+        spool.write("jobs.tq", "-do it\n\\i=m-7\n\n")
+        spool.poll()
+        assert spool.file.acked == 0 and len(spool.file.pending) == 1
+        (offset,) = spool.file.pending
+        assert records(spool.out)[-1].offset == offset
+    finally:
         spool.stop()
