@@ -93,10 +93,13 @@ class MqksDoor:
         kind, name, _ = target
         if kind != "event":
             raise Usage("MQKS publishes events (--event); queues take them by binding")
+        one_word("event", name)
         for body in bodies:
             self.client.publish(name, body, confirm=True)
 
     def consume(self, queue, events, ack):
+        for what, name in (("queue", queue), *(("event", e) for e in events)):
+            one_word(what, name)
         cid = self.client.consume(queue, events, manual_ack=ack)
         return self._deliveries(cid, ack)
 
@@ -112,9 +115,17 @@ class MqksDoor:
     def tail(self, stream, pattern):
         if not pattern:
             raise Usage("MQKS binds exact events: tail mqks://... STREAM EVENT")
+        one_word("event", pattern)
         queue = f"tail.{uuid.uuid4().hex[:12]}"
         cid = self.client.consume(queue, [pattern], when_unused=True)
         return self._deliveries(cid, False)
+
+
+def one_word(what, name):
+    """MQKS requests are space-separated words: `--event 'a b'` would publish event `a`
+    with `b` at the front of the body, so a name with white space (or none) is refused."""
+    if name.split() != [name]:
+        raise Usage(f"an MQKS {what} is one word without white space: {name!r}")
 
 
 # -- Malamute --------------------------------------------------------------------------------

@@ -165,6 +165,9 @@ def test_exit_codes(broker):
     usage = run("publish", u["mqks"], "--queue", "q", "x")
     assert usage.returncode == 2 and b"MQKS publishes events" in usage.stderr
     assert run("publish", "gopher://x", "--event", "e", "x").returncode == 2
+    spaced = run("publish", u["mqks"], "--event", "two words", "x")   # not event `two`
+    assert spaced.returncode == 2 and b"one word" in spaced.stderr
+    assert run("consume", u["mqks"], "q x", "--count", "1").returncode == 2
     assert run("publish", u["mqks"]).returncode == 2                 # argparse: no target
     missing = run("purge", "no-such-queue", "--admin", admin)
     assert missing.returncode == 1 and b"404" in missing.stderr
