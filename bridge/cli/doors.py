@@ -178,6 +178,11 @@ class MalamuteDoor:
 
 # -- Twino -----------------------------------------------------------------------------------
 
+def why(result):
+    """A Twino refusal in words: the nack's reason, or a Response's result code."""
+    return result.reason or f"code {result.frame.content_type}"
+
+
 def split_queue(name):
     """Twino addresses a queue as (channel, id): `C/N`, or `C` for id 0."""
     channel, _, queue_id = name.rpartition("/")
@@ -217,13 +222,13 @@ class TwinoDoor:
                                                headers=[("Subject", name)], wait_ack=True)
                 if not result.ok:
                     raise Refused(f"router {stream or DEFAULT_STREAM!r} refused: "
-                                  f"{result.reason or result.frame.content_type}")
+                                  f"{why(result)}")
             return
         if kind == "mailbox":
             for body in bodies:
                 result = client.send_direct(name, body, headers=headers, wait_ack=True)
                 if not result.ok:
-                    raise Refused(f"direct message refused: {result.reason}")
+                    raise Refused(f"direct message to {name!r} refused: {why(result)}")
             return
         channel, queue_id = split_queue(name)
         sent = set()

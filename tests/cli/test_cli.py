@@ -168,6 +168,8 @@ def test_exit_codes(broker):
     spaced = run("publish", u["mqks"], "--event", "two words", "x")   # not event `two`
     assert spaced.returncode == 2 and b"one word" in spaced.stderr
     assert run("consume", u["mqks"], "q x", "--count", "1").returncode == 2
+    nobody = run("publish", u["twino"], "--mailbox", "no-such-client", "x")
+    assert nobody.returncode == 1 and b"'no-such-client' refused: code " in nobody.stderr
     assert run("publish", u["mqks"]).returncode == 2                 # argparse: no target
     missing = run("purge", "no-such-queue", "--admin", admin)
     assert missing.returncode == 1 and b"404" in missing.stderr
