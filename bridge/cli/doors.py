@@ -138,8 +138,10 @@ class MalamuteDoor:
         self.client = None
 
     def connect(self):
-        self.client = MalamuteClient(self.endpoint, f"cli-{uuid.uuid4().hex[:12]}",
-                                     timeout=self.timeout)
+        """An anonymous session (address ""): an address would leave a mailbox of that
+        name in the broker after every run, as Malamute keeps a mailbox for its owner's
+        return."""
+        self.client = MalamuteClient(self.endpoint, "", timeout=self.timeout)
         self.client.connect()
 
     def close(self):
@@ -152,8 +154,8 @@ class MalamuteDoor:
         if kind == "event":
             client.set_producer(stream or DEFAULT_STREAM)
             send = lambda body: client.send(name, body)          # noqa: E731
-        elif kind == "queue":
-            send = lambda body: client.sendfor(name, subject or "", body)  # noqa: E731
+        elif kind == "queue":            # no worker takes an empty subject (zrex, as libmlm)
+            send = lambda body: client.sendfor(name, subject or name, body)  # noqa: E731
         else:
             send = lambda body: client.sendto(name, subject or "", body)   # noqa: E731
         for body in bodies:
