@@ -1,6 +1,7 @@
 """What the admin endpoint costs the message path (docs/admin.md, "Cost").
 
     python -m bench.admin_overhead [--rounds 8] [--messages 200000] [--compare-tree DIR]
+    python -m bench.admin_overhead --cross-door [--rounds 5] [--messages 500000] [--path mqks-twino]
 
 One broker process (MQKS door and admin endpoint) runs the MQKS publish -> consume path
 (bench.mqks_load: one publisher, one consumer, 40-byte messages) in interleaved rounds:
@@ -13,6 +14,12 @@ With `--compare-tree DIR` (a checkout without this work, e.g. /work/main) a seco
 from DIR/src runs the same path in the same interleaving (`before` rounds, no admin
 endpoint), so the doors' counters are measured against the code without them.
 Results: bench/results/admin-overhead-latest.json.
+
+With `--cross-door`, one broker with every door and the admin endpoint (bench.interop_bench's
+server) runs the MQKS path and each cross-door path of bench.interop_bench, quiet and watched
+rounds interleaved per path, and reports per path the median watched/quiet ratio of msgs/s
+and of the broker's CPU per message (the load-independent figure: it includes what the
+admin answers cost the broker's reactor). Results: bench/results/admin-overhead-cross-door.json.
 """
 import argparse
 import json
@@ -24,6 +31,7 @@ import threading
 import time
 import urllib.request
 
+from bench import interop_bench as interop
 from bench.processes import HERE, PY, ROOT, free_port, last_json, spawn
 
 ROUTES = ("/api/overview", "/api/queues", "/api/connections", "/metrics")
@@ -95,12 +103,70 @@ def round_(port, n, tag):
     return round(n / ((con["last_ns"] - pub["start_ns"]) / 1e9))
 
 
+def cross_door(rounds, n, only=None):
+    """Each path of CROSS_PATHS (or those `only` names, as `mqks-twino`) on one broker with
+    every door: quiet and watched rounds interleaved (bench.interop_bench.run_path), ratios
+    per round, medians per path."""
+    paths = [p for p in CROSS_PATHS if not only or "-".join(p[:2]) in only]
+    broker = interop.Broker(admin=True)
+    poller = Poller(broker.admin)
+    poller.start()
+    report = {"messages_per_round": n, "rounds": rounds, "paths": {}}
+    try:
+        for path in paths:
+            label = "->".join(path[:2]) + f" {path[2]}"
+            interop.run_path(broker, path, 20_000)         # warm: imports, caches, names
+            runs = {"quiet": [], "watched": []}
+            for i in range(rounds):
+                for kind in ("quiet", "watched") if i % 2 == 0 else ("watched", "quiet"):
+                    if kind == "watched":
+                        poller.running.set()
+                        time.sleep(1.0)                     # the dashboard is open already
+                    runs[kind].append(interop.run_path(broker, path, n))
+                    poller.running.clear()
+                print(f"{label:<24} round {i}: " + "  ".join(
+                    f"{k} {runs[k][-1]['msgs_per_s']:>9,.0f}/s "
+                    f"{runs[k][-1]['server_cpu_us_per_msg']:.2f} us/msg" for k in runs),
+                    flush=True)
+            rate = [w["msgs_per_s"] / q["msgs_per_s"]
+                    for w, q in zip(runs["watched"], runs["quiet"])]
+            cpu = [w["server_cpu_us_per_msg"] / q["server_cpu_us_per_msg"]
+                   for w, q in zip(runs["watched"], runs["quiet"])]
+            row = report["paths"][label] = {
+                **{f"{k}_msgs_per_s": [round(r["msgs_per_s"]) for r in v]
+                   for k, v in runs.items()},
+                **{f"{k}_cpu_us_per_msg": [round(r["server_cpu_us_per_msg"], 3) for r in v]
+                   for k, v in runs.items()},
+                "watched_over_quiet_rate_median": round(statistics.median(rate), 3),
+                "watched_over_quiet_cpu_median": round(statistics.median(cpu), 3),
+            }
+            print(f"{label:<24} watched/quiet: msgs/s {row['watched_over_quiet_rate_median']:.3f}"
+                  f", broker CPU/msg {row['watched_over_quiet_cpu_median']:.3f}", flush=True)
+    finally:
+        broker.stop()
+    report["admin_requests"] = poller.requests
+    name = "admin-overhead-cross-door" + ("-" + "_".join(only) if only else "") + ".json"
+    with open(os.path.join(HERE, "results", name), "w") as f:
+        json.dump(report, f, indent=1)
+
+
+# the MQKS path and bench.interop_bench's cross-door paths (publisher door, consumer door, kind)
+CROSS_PATHS = (interop.MQKS_OWN,) + tuple(paths[0] for paths in interop.COMPARISONS.values())
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=8, help="rounds of each kind")
-    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=None, help="rounds of each kind")
+    parser.add_argument("--messages", type=int, default=None)
     parser.add_argument("--compare-tree", help="a checkout to run as the `before` broker")
+    parser.add_argument("--cross-door", action="store_true",
+                        help="every door's broker: the MQKS path and the cross-door paths")
+    parser.add_argument("--path", action="append",
+                        help="with --cross-door, only this path (e.g. mqks-twino; repeatable)")
     args = parser.parse_args()
+    if args.cross_door:
+        return cross_door(args.rounds or 5, args.messages or 500_000, args.path)
+    args.rounds, args.messages = args.rounds or 8, args.messages or 200_000
     ours, mqks_port, admin_port = start_server()
     before = start_server(args.compare_tree) if args.compare_tree else None
     poller = Poller(admin_port)

@@ -53,14 +53,16 @@ COMPARISONS = {
 }
 
 
-def server(mqks_port, twino_port, endpoint):
+def server(mqks_port, twino_port, endpoint, admin_port=None):
+    """The broker process; with `admin_port`, the admin endpoint too (bench.admin_overhead)."""
     from twisted.internet import reactor
 
     from mqksbridge.bridge import config
     from mqksbridge.bridge.service import build
+    admin = [f"tcp:{admin_port}:interface=127.0.0.1"] if admin_port else []
     overrides = {"mqks": {"listen": [f"tcp:{mqks_port}:interface=127.0.0.1"], "stream": "bench"},
                  "twino": {"listen": [f"tcp:{twino_port}:interface=127.0.0.1"]},
-                 "malamute": {"listen": [endpoint]}, "admin": {"listen": []}}
+                 "malamute": {"listen": [endpoint]}, "admin": {"listen": admin}}
     build(config.load(overrides=overrides), reactor)[0].startService()
     reactor.callWhenRunning(lambda: print("ready", flush=True))
     reactor.run()
@@ -71,11 +73,12 @@ def spawn(module, *args):
 
 
 class Broker:
-    def __init__(self):
+    def __init__(self, admin=False):
         self.mqks, self.twino = free_port(), free_port()
         self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.admin = free_port() if admin else None
         self.proc = spawn("bench.interop_bench", "server", str(self.mqks), str(self.twino),
-                          self.endpoint)
+                          self.endpoint, *([str(self.admin)] if admin else []))
         assert self.proc.stdout.readline().strip() == "ready"
         self.runs = 0
 
@@ -162,7 +165,7 @@ def run_path(broker, path, n):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "server":
-        return server(int(argv[1]), int(argv[2]), argv[3])
+        return server(int(argv[1]), int(argv[2]), argv[3], *map(int, argv[4:5]))
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeat", type=int, default=None)

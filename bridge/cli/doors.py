@@ -93,10 +93,13 @@ class MqksDoor:
         kind, name, _ = target
         if kind != "event":
             raise Usage("MQKS publishes events (--event); queues take them by binding")
+        one_word("event", name)
         for body in bodies:
             self.client.publish(name, body, confirm=True)
 
     def consume(self, queue, events, ack):
+        for what, name in (("queue", queue), *(("event", e) for e in events)):
+            one_word(what, name)
         cid = self.client.consume(queue, events, manual_ack=ack)
         return self._deliveries(cid, ack)
 
@@ -112,9 +115,17 @@ class MqksDoor:
     def tail(self, stream, pattern):
         if not pattern:
             raise Usage("MQKS binds exact events: tail mqks://... STREAM EVENT")
+        one_word("event", pattern)
         queue = f"tail.{uuid.uuid4().hex[:12]}"
         cid = self.client.consume(queue, [pattern], when_unused=True)
         return self._deliveries(cid, False)
+
+
+def one_word(what, name):
+    """MQKS requests are space-separated words: `--event 'a b'` would publish event `a`
+    with `b` at the front of the body, so a name with white space (or none) is refused."""
+    if name.split() != [name]:
+        raise Usage(f"an MQKS {what} is one word without white space: {name!r}")
 
 
 # -- Malamute --------------------------------------------------------------------------------
@@ -127,8 +138,10 @@ class MalamuteDoor:
         self.client = None
 
     def connect(self):
-        self.client = MalamuteClient(self.endpoint, f"cli-{uuid.uuid4().hex[:12]}",
-                                     timeout=self.timeout)
+        """An anonymous session (address ""): an address would leave a mailbox of that
+        name in the broker after every run, as Malamute keeps a mailbox for its owner's
+        return."""
+        self.client = MalamuteClient(self.endpoint, "", timeout=self.timeout)
         self.client.connect()
 
     def close(self):
@@ -141,8 +154,8 @@ class MalamuteDoor:
         if kind == "event":
             client.set_producer(stream or DEFAULT_STREAM)
             send = lambda body: client.send(name, body)          # noqa: E731
-        elif kind == "queue":
-            send = lambda body: client.sendfor(name, subject or "", body)  # noqa: E731
+        elif kind == "queue":            # no worker takes an empty subject (zrex, as libmlm)
+            send = lambda body: client.sendfor(name, subject or name, body)  # noqa: E731
         else:
             send = lambda body: client.sendto(name, subject or "", body)   # noqa: E731
         for body in bodies:
@@ -166,6 +179,11 @@ class MalamuteDoor:
 
 
 # -- Twino -----------------------------------------------------------------------------------
+
+def why(result):
+    """A Twino refusal in words: the nack's reason, or a Response's result code."""
+    return result.reason or f"code {result.frame.content_type}"
+
 
 def split_queue(name):
     """Twino addresses a queue as (channel, id): `C/N`, or `C` for id 0."""
@@ -206,13 +224,13 @@ class TwinoDoor:
                                                headers=[("Subject", name)], wait_ack=True)
                 if not result.ok:
                     raise Refused(f"router {stream or DEFAULT_STREAM!r} refused: "
-                                  f"{result.reason or result.frame.content_type}")
+                                  f"{why(result)}")
             return
         if kind == "mailbox":
             for body in bodies:
                 result = client.send_direct(name, body, headers=headers, wait_ack=True)
                 if not result.ok:
-                    raise Refused(f"direct message refused: {result.reason}")
+                    raise Refused(f"direct message to {name!r} refused: {why(result)}")
             return
         channel, queue_id = split_queue(name)
         sent = set()

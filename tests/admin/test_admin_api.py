@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from twisted.internet.threads import deferToThread
 
 from tests.support.admin import aget, fetch, response_schema, validate
+from tests.support.waits import until
 
 LISTS = {"/api/connections": "ConnectionList", "/api/queues": "QueueList",
          "/api/streams": "StreamList", "/api/mailboxes": "MailboxList",
@@ -175,3 +176,46 @@ async def test_errors_are_json_and_actions_need_json(server):
         assert (await deferToThread(fetch, port, f"/static/{name}"))[0] == 200
     spec = await aget(port, "/api/openapi.json")
     assert spec["openapi"].startswith("3.1")
+
+
+@pytest_twisted.ensureDeferred
+async def test_textqueue_files_are_counted_like_connections(running, tmp_path):
+    """The fourth door: 3 records of an inbox file reach an MQKS consumer and 2 MQKS
+    publishes reach an outbox file; the overview, the connection list and /metrics count
+    them as they count sockets (messages in/out, bytes, flows both ways)."""
+    inbox, outbox = tmp_path / "inbox", tmp_path / "out.tq"
+    inbox.mkdir()
+    server = await running({"textqueue": {"inbox": [str(inbox)], "outbox": {"tq-out": str(outbox)},
+                                          "watch": "poll", "poll_interval": 0.5, "grace": 0}})
+    consumer, publisher = await server.mqks(), await server.mqks()
+    assert await consumer.request("c1 consume --confirm tq-in") == "c1 ok "
+    assert await publisher.request("b1 rebind --confirm tq-out --add tqev") == "b1 ok "
+    (inbox / "tq-in.tq").write_bytes(b"-a\n-b\n-c\n")
+    publisher.send("m1 publish tqev one", "m2 publish tqev two")
+    assert await publisher.request("p1 ping x") == "p1 ok x"
+    server.advance(0.5)                              # the door's poll finds the inbox file
+    assert sorted(line.rsplit(" ", 1)[1] for line in await consumer.lines_n(3)) == [
+        "a", "b", "c"]
+    await until(lambda: outbox.exists() and outbox.read_bytes().count(b"\n-") == 2,
+                what="two records in the outbox")
+
+    port = server.port("admin")
+    overview = await aget(port, "/api/overview")
+    validate(overview, "Overview")
+    door = next(d for d in overview["doors"] if d["name"] == "textqueue")
+    assert (door["messages_in"], door["messages_out"], door["connections"]) == (3, 2, 2)
+    assert door["bytes_in"] == len(b"-a\n-b\n-c\n") and door["bytes_out"] > len(b"-one\n-two\n")
+    flows = {(f["from"], f["to"]): f["messages"] for f in overview["flows"]}
+    assert flows[("textqueue", "mqks")] == 3 and flows[("mqks", "textqueue")] == 2
+    files = {c["peer"]: c for c in (await aget(port, "/api/connections"))["items"]
+             if c["door"] == "textqueue"}
+    assert files[str(outbox)]["messages_out"] == 2 and files[str(outbox)]["consumers"] == 1
+    assert files[str(inbox / "tq-in.tq")]["messages_in"] == 3
+
+    raw = (await deferToThread(fetch, port, "/metrics"))[2].decode()
+    values = {(s.name, tuple(sorted(s.labels.items()))): s.value
+              for f in text_string_to_metric_families(raw) for s in f.samples}
+    assert values[("mqksbridge_door_messages_received_total", (("door", "textqueue"),))] == 3
+    assert values[("mqksbridge_door_messages_delivered_total", (("door", "textqueue"),))] == 2
+    assert values[("mqksbridge_flow_messages_total",
+                   (("from", "textqueue"), ("to", "mqks")))] == 3

@@ -89,6 +89,7 @@ async def test_dashboard_shows_a_queue_and_its_depth_live(server, browser, tmp_p
             return {
               title: document.title,
               doors: all(".card").map(e => e.dataset.door).sort(),
+              charts: all(".card canvas").length,
               flows: all("#flows path").map(e => [e.dataset.from, e.dataset.to]),
               connections: all("#connections tr[data-connection]").length,
               status: document.getElementById("status").className,
@@ -100,6 +101,7 @@ async def test_dashboard_shows_a_queue_and_its_depth_live(server, browser, tmp_p
     state = await deferToThread(page_state, browser)
     assert state["title"] == "mqksbridge"
     assert state["doors"] == ["malamute", "mqks", "textqueue", "twino"]
+    assert state["charts"] == 4                   # a rate chart per door
     assert state["connections"] == 3 and "live" in state["status"]
 
     shot = tmp_path / "dashboard.png"

@@ -156,6 +156,21 @@ def test_consume_ack_settles_only_what_was_printed(broker):
                "the unacked message back in its queue")
 
 
+def test_malamute_publish_reaches_a_malamute_worker_and_leaves_no_mailbox(broker):
+    """`publish --queue` without --subject sends the queue's name as subject (no Malamute
+    worker pattern matches an empty one), and the command's Malamute sessions are
+    anonymous: a script running it in a loop must not grow the broker by a mailbox a run."""
+    u = urls(broker)
+    mailboxes = lambda: fetch_json(broker.ports["admin"], "/api/mailboxes")["total"]  # noqa: E731
+    before = mailboxes()
+    for body in ("one", "two"):
+        done = run("publish", u["malamute"], "--queue", "cli-anon", body)
+        assert done.returncode == 0, done.stderr.decode()
+    got = run("consume", u["malamute"], "cli-anon", "--count", "2", "--timeout", "20")
+    assert got.returncode == 0 and got.stdout == b"one\ntwo\n", got.stderr.decode()
+    assert mailboxes() == before
+
+
 def test_exit_codes(broker):
     u, admin = urls(broker), admin_url(broker)
     timed_out = run("consume", u["twino"], "cli-empty", "--count", "1", "--timeout", "1")
@@ -165,6 +180,11 @@ def test_exit_codes(broker):
     usage = run("publish", u["mqks"], "--queue", "q", "x")
     assert usage.returncode == 2 and b"MQKS publishes events" in usage.stderr
     assert run("publish", "gopher://x", "--event", "e", "x").returncode == 2
+    spaced = run("publish", u["mqks"], "--event", "two words", "x")   # not event `two`
+    assert spaced.returncode == 2 and b"one word" in spaced.stderr
+    assert run("consume", u["mqks"], "q x", "--count", "1").returncode == 2
+    nobody = run("publish", u["twino"], "--mailbox", "no-such-client", "x")
+    assert nobody.returncode == 1 and b"'no-such-client' refused: code " in nobody.stderr
     assert run("publish", u["mqks"]).returncode == 2                 # argparse: no target
     missing = run("purge", "no-such-queue", "--admin", admin)
     assert missing.returncode == 1 and b"404" in missing.stderr

@@ -5,7 +5,8 @@ consumer takes the queue, a Twino and a Malamute client sit connected. On SIGTER
 process must exit 0 within the shutdown bound; the Twino client gets a Terminate frame,
 the MQKS sockets are closed after their pending output; no message sent after the
 listener closed is confirmed; and every confirmed message was delivered to the consumer
-or is reported still queued (queues are in memory today: gone with the process).
+or is reported still queued (a queue in memory: gone with the process); with the queue
+durable, every confirmed message is delivered before the exit or after a restart.
 """
 import fcntl
 import re
@@ -16,6 +17,7 @@ import termios
 import threading
 import time
 
+import pytest
 import pytest_twisted
 from twisted.application import service
 from twisted.internet import defer, reactor
@@ -92,9 +94,29 @@ class Publisher:
                 if line.endswith(" ok ")}
 
 
-def test_sigterm_under_load_exits_0_with_goodbyes(tmp_path):
+def drain(broker, queue, until_seen, timeout=30):
+    """The message ids an MQKS consumer of `queue` gets until it has every id of
+    `until_seen` (or `timeout` passed)."""
+    sock = socket.create_connection(("127.0.0.1", broker.ports["mqks"]), timeout=timeout)
+    sock.sendall(b"d-%s consume --confirm %s\n" % (queue.encode(), queue.encode()))
+    lines = Lines(sock)
+    deadline = time.monotonic() + timeout
+    while not lines.lines and lines.ended is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    seen = set()
+    while not until_seen <= seen and time.monotonic() < deadline and lines.ended is None:
+        seen = {line.rsplit(" ", 1)[1] for _, line in lines.lines[1:]}
+        time.sleep(0.01)
+    sock.close()
+    assert lines.lines and lines.lines[0][1] == f"d-{queue} ok ", lines.lines[:1]
+    return seen
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["in-memory", "durable"])
+def test_sigterm_under_load_exits_0_with_goodbyes(tmp_path, durable):
+    durability = ["--set", 'durability.queues=["load", "kept"]'] if durable else []
     broker = BrokerProcess(tmp_path, doors=("mqks", "malamute", "twino"),
-                           args=["--shutdown-timeout", str(BOUND)])
+                           args=["--shutdown-timeout", str(BOUND), *durability])
     broker.start()
     try:
         port = broker.ports["mqks"]
@@ -104,6 +126,11 @@ def test_sigterm_under_load_exits_0_with_goodbyes(tmp_path):
         while not deliveries.lines:
             time.sleep(0.01)
         assert deliveries.lines[0][1] == "c1 ok "
+        if durable:                      # `kept`: bound to ev, no consumer, holds everything
+            consumer.sendall(b"k1 consume --confirm kept ev\nk2 delete_consumer --confirm k1\n")
+            while len(deliveries.lines) < 3:
+                time.sleep(0.01)
+            assert [line for _, line in deliveries.lines[1:3]] == ["k1 ok ", "k2 ok "]
         tw = twino.connect(port=broker.ports["twino"], name="watching", timeout=30)
         mlm = MalamuteClient(f"tcp://127.0.0.1:{broker.ports['malamute']}", "watcher")
         mlm.connect()
@@ -170,10 +197,18 @@ def test_sigterm_under_load_exits_0_with_goodbyes(tmp_path):
     late = [mid for mid, (_, sent) in confirmed.items() if sent > closed_at[0]]
     assert not late, f"confirmed though sent after the listener closed: {late[:5]}"
 
-    delivered = {line.rsplit(" ", 1)[1] for _, line in deliveries.lines[1:]}
+    delivered = {line.rsplit(" ", 1)[1] for _, line in deliveries.lines[1 + 2 * durable:]}
     queued = re.search(r"still queued in \d+ queues: load=(\d+)", log)
     missing = set(confirmed) - delivered
     assert len(missing) <= (int(queued.group(1)) if queued else 0), (len(missing), log[-2000:])
+    if durable:                          # a confirm means on disk: all of them come back
+        broker.start()
+        try:
+            load, kept = drain(broker, "load", missing), drain(broker, "kept", set(confirmed))
+        finally:
+            broker.stop()
+        assert missing <= load, (len(missing - load), len(missing), broker.log()[-2000:])
+        assert set(confirmed) <= kept, (len(set(confirmed) - kept), broker.log()[-2000:])
 
 
 # -- the order, in process: a service that takes its time to stop (what a journal finishing

@@ -4,10 +4,12 @@ import json
 import threading
 
 import pytest_twisted
+from prometheus_client.parser import text_string_to_metric_families
 from twisted.internet import threads
 
 from mqksbridge.protocols.twino.codec import Frame, MessageType
 from tests.conftest import RunningBroker
+from tests.support.admin import fetch
 from mqksbridge.protocols.textqueue import journal
 from tests.support.textqueue import Spool, controls, records, until
 from tests.support.wire import START
@@ -206,10 +208,14 @@ async def test_admin_reports_durability_and_the_fsync_histogram(tmp_path):
             view.queue(running.broker.queues["scratch"])
         assert jobs["durable"] is True and jobs["journal_bytes"] > 0
         assert scratch["durable"] is False and scratch["journal_bytes"] is None
-        metrics = running.top.admin.metrics.render().decode()
-        count = [line for line in metrics.splitlines()
-                 if line.startswith("mqksbridge_fsync_seconds_count")]
-        assert count and float(count[0].split()[-1]) >= 1, count
+        status, _, raw = await threads.deferToThread(fetch, running.port("admin"), "/metrics")
+        assert status == 200
+        fsync = {(s.name, s.labels.get("le")): s.value
+                 for f in text_string_to_metric_families(raw.decode())
+                 if f.name == "mqksbridge_fsync_seconds" for s in f.samples}
+        count = fsync["mqksbridge_fsync_seconds_count", None]
+        assert count >= 1 and fsync["mqksbridge_fsync_seconds_sum", None] > 0, fsync
+        assert fsync["mqksbridge_fsync_seconds_bucket", "+Inf"] == count
     finally:
         await running.stop()
 
