@@ -67,7 +67,9 @@ class QueueJournal:
         self.bytes = sum(s.end for s in self.segments)   # journal bytes on disk and pending
         self.settled = self.compactions = self.moved = 0
         self.fresh = []                    # entries staged this turn (put), in order
-        self.fresh_settles = []            # (index in fresh, reason, when, door)
+        self.fresh_settled = []            # indexes in fresh settled since, in order
+        self.fresh_runs = []               # and how (records.settle_runs)
+        self._run = None                   # (reason, when, door) of the last run
 
     # -- the core's journal interface ------------------------------------------------------
     def put(self, entry):
@@ -95,18 +97,19 @@ class QueueJournal:
         """Writer, as it starts a batch: the staged entries' records, encoded in one call
         (records.encode_batch) and appended; each entry not settled meanwhile gets its
         Slot. Rolls to a new segment where the current one fills up."""
-        fresh, settles = self.fresh, self.fresh_settles
+        fresh, settled, runs = self.fresh, self.fresh_settled, self.fresh_runs
         if not fresh:
             return
-        self.fresh, self.fresh_settles = [], []
-        self.settled += len(settles)
-        if settles and not _DOORS.issuperset(map(_DOOR, settles)):
-            settles = [(i, reason, at, door if door in _DOORS else None)
-                       for i, reason, at, door in settles]
+        self.fresh, self.fresh_settled, self.fresh_runs = [], [], []
+        self._run = None
+        self.settled += len(settled)
+        if runs and not _DOORS.issuperset(map(_DOOR, runs)):
+            runs = [(k, reason, at, door if door in _DOORS else None)
+                    for k, reason, at, door in runs]
         while True:
             segment = self.current
             data, sizes = records.encode_batch(list(map(_MESSAGE, fresh)), segment.created_ms,
-                                               list(map(_RETRY, fresh)), settles)
+                                               list(map(_RETRY, fresh)), settled, runs)
             k = n = len(fresh)
             room = self.store.segment_size - segment.end
             if len(data) > room:            # fill this segment, roll for the rest
@@ -114,13 +117,15 @@ class QueueJournal:
                 if k == 0 and segment.end <= self._empty:
                     k = 1                   # a segment takes its first record, whatever size
             if k == n:
-                self._append(segment, fresh, data, sizes, len(settles))
+                self._append(segment, fresh, data, sizes, len(settled))
                 return
             if k:
                 self._append(segment, fresh[:k], data[:sum(sizes[:k])], sizes[:k],
-                             sum(1 for s in settles if s[0] < k))
+                             sum(1 for i in settled if i < k))
             fresh = fresh[k:]
-            settles = [(i - k, reason, at, door) for i, reason, at, door in settles if i >= k]
+            settled, runs = records.settle_runs(
+                (i - k, reason, at, door)
+                for i, reason, at, door in records.settles_of(settled, runs) if i >= k)
             for entry in fresh:
                 if type(entry.record) is int:
                     entry.record -= k
@@ -153,7 +158,11 @@ class QueueJournal:
         entry.record = None
         if type(slot) is int:               # staged: written settled (encode)
             turn = self.turn
-            self.fresh_settles.append((slot, reason, turn.reading or turn.seconds(), door))
+            now = turn.reading or turn.seconds()
+            if self._run != (reason, now, door):    # a new run (records.settle_runs)
+                self._run = (reason, now, door)
+                self.fresh_runs.append((len(self.fresh_settled), reason, now, door))
+            self.fresh_settled.append(slot)
             return
         if slot is None:
             return

@@ -31,7 +31,7 @@ import urllib.parse
 import zlib
 from dataclasses import dataclass
 from itertools import chain, repeat
-from operator import attrgetter, itemgetter, methodcaller
+from operator import attrgetter, itemgetter, methodcaller, sub
 from typing import NamedTuple, Optional
 
 from mqksbridge.protocols.textqueue.records import Record, TextQueueError
@@ -256,26 +256,49 @@ def encode_plain(message, base_ms=0) -> Optional[bytes]:
     return b"-%s%s%s\n" % (fixed, _FRESH_TAIL, _fast_checksum(fixed))
 
 
-def encode_batch(messages, base_ms=0, retries=None, settles=()) -> tuple:
+def encode_batch(messages, base_ms=0, retries=None, settled=(), runs=()) -> tuple:
     """(data, sizes): the records of `messages` one after the other, and the size of each.
     Record i is `encode_message(messages[i], base_ms=base_ms, retry=retries[i])` (retries
-    None: all 0), and settled as `settles` says: a list of (index, reason, settled_at,
-    door) for the messages settled already (written settled: the reason's control
-    character and stamp, as settle_fresh makes them). The broker encodes each batch's
-    records in one call: for plain messages (encode_plain's case, retry 0, settled with
-    one reason and door) every step is a C-level pass over the batch, with the time lines
-    and stamps of repeated times (messages of one turn) made once; any other batch takes
-    the per-message encoders. Property tests hold it equal to encode_message."""
+    None: all 0), written settled (the reason's control character and stamp, as
+    settle_fresh makes them) when i is in `settled`: the indexes of the messages settled
+    already, in the order they were, and `runs`, how (settle_runs: run-length coded, as
+    a broker settles a turn's messages alike). The broker encodes each batch's records
+    in one call: for plain messages (encode_plain's case, retry 0, settled with one
+    reason and door) every step is a C-level pass over the batch, with the lines and
+    stamps of repeated senders and times (messages of one turn) made once; any other
+    batch takes the per-message encoders. Property tests hold it equal to
+    encode_message and settle_edits."""
     if not messages:
         return b"", []
     if retries is None or not any(retries):
         fixed = _plain_fixed(messages, base_ms)
         if fixed is not None:
-            found = _bulk_records(messages, fixed, settles)
+            found = _bulk_records(messages, fixed, settled, runs)
             if found is not None:
                 return found
-    records = _each_record(messages, base_ms, retries, settles)
+    records = _each_record(messages, base_ms, retries, settles_of(settled, runs))
     return b"".join(records), list(map(len, records))
+
+
+def settle_runs(settles) -> tuple:
+    """(settled, runs) for encode_batch from (index, reason, settled_at, door) tuples in
+    the order settled: a run (start, reason, settled_at, door) says how settled[start:]
+    were settled, up to the next run."""
+    settled, runs = [], []
+    for index, reason, at, door in settles:
+        if not runs or runs[-1][1:] != (reason, at, door):
+            runs.append((len(settled), reason, at, door))
+        settled.append(index)
+    return settled, runs
+
+
+def settles_of(settled, runs) -> list:
+    """The (index, reason, settled_at, door) tuples of encode_batch's `settled` and `runs`."""
+    found = []
+    for k, (start, reason, at, door) in enumerate(runs):
+        end = runs[k + 1][0] if k + 1 < len(runs) else len(settled)
+        found += [(index, reason, at, door) for index in settled[start:end]]
+    return found
 
 
 _FIXED_NUL = b"%s\n\\i=%s\n%s\x00"
@@ -285,13 +308,14 @@ _FRAMES = attrgetter("frames")
 _ID = attrgetter("id")
 _KEY = attrgetter("subject", "origin", "sender", "created_at")
 _CREATED = attrgetter("created_at")
-_EXPIRES = attrgetter("expires_at")
-_PRIORITY = attrgetter("priority")
-_TRACKER = attrgetter("tracker")
-_HEADERS = attrgetter("headers")
+_EXTRAS = attrgetter("expires_at", "priority", "tracker", "headers")
+# what plain messages hold there (any falsy tracker, headers and priority, no expiry)
+_PLAIN_EXTRAS = frozenset((None, priority, tracker, headers) for priority in (False, 0, None)
+                          for tracker in ("", None) for headers in (None,))
+_NO_ID = ("", "\n")
 _FIRST = itemgetter(0)
-_SETTLE_KIND = itemgetter(1, 3)
-_SETTLE_AT = itemgetter(2)
+_RUN_KIND = itemgetter(1, 3)
+_RUN_AT = itemgetter(2)
 _NEWLINE = methodcaller("replace", b"\n", b"\n ")
 _TAIL_SIZE = len(_FRESH_TAIL) + 8        # + the checksum, the LF and the control character
 
@@ -328,9 +352,11 @@ def _plain_fixed(messages, base_ms):
     one); None when any message is not plain."""
     n = len(messages)
     frames = list(map(_FRAMES, messages))
-    if (set(map(len, frames)) != {1} or list(map(_EXPIRES, messages)).count(None) != n
-            or any(map(_PRIORITY, messages)) or any(map(_TRACKER, messages))
-            or any(map(_HEADERS, messages))):
+    try:
+        extras = set(map(_EXTRAS, messages))
+    except TypeError:                       # headers (a dict)
+        return None
+    if set(map(len, frames)) != {1} or not _PLAIN_EXTRAS.issuperset(extras):
         return None
     bodies = list(map(_FIRST, frames))
     joined = b"".join(bodies)
@@ -338,9 +364,9 @@ def _plain_fixed(messages, base_ms):
         return None
     if b"\n" in joined:
         bodies = map(_NEWLINE, bodies)
-    ids = list(map(_ID, messages))
-    text = "\n".join(ids)
-    if (not all(ids) or not text.isascii() or text.count("\n") != n - 1
+    text = "\n".join(map(_ID, messages))
+    if (not text.isascii() or text.count("\n") != n - 1 or "\n\n" in text
+            or text[:1] in _NO_ID or text[-1:] in _NO_ID    # an empty id
             or not text.replace("\n", "").isprintable() or " " in text or "%" in text):
         return None
     lines = _Lines()
@@ -350,7 +376,7 @@ def _plain_fixed(messages, base_ms):
     )))).split(b"\x00")
 
 
-def _bulk_records(messages, fixed, settles):
+def _bulk_records(messages, fixed, settled, runs):
     """(data, sizes) of fixed parts: checksums in one pack, one base64 pass and one
     unpack, the records in one format; None when the settles are not of one kind with
     times that fit (the per-message path then)."""
@@ -360,9 +386,9 @@ def _bulk_records(messages, fixed, settles):
         struct.pack(">" + "I2x" * n, *map(zlib.crc32, fixed)),
         newline=False).translate(_URLSAFE))
     sizes = list(map(_TAIL_SIZE.__add__, map(len, fixed)))
-    if not settles:
+    if not settled:
         return (_FRESH_RECORD * n) % tuple(chain.from_iterable(zip(fixed, sums))), sizes
-    kinds = set(map(_SETTLE_KIND, settles))
+    kinds = set(map(_RUN_KIND, runs))
     known = _FRESH_STAMPS.get(kinds.pop()) if len(kinds) == 1 else None
     if known is None:
         return None
@@ -370,24 +396,27 @@ def _bulk_records(messages, fixed, settles):
     tails = _Tails()
     tails.limit = limit
     tails.pattern = b"\\r=0  \n\\e=" + prefix + b"%-" + b"%d" % width + b"d\n\\c="
-    where = list(map(_FIRST, settles))
     created = list(map(_CREATED, messages))
-    if len(where) == n and where == list(range(n)):     # all settled, in order
-        times = set(zip(created, map(_SETTLE_AT, settles)))
-        if len(times) == 1:                 # one turn: one stamp
-            tail = tails[times.pop()]
+    if len(runs) == 1:
+        ats = repeat(runs[0][2])
+    else:
+        ats = list(map(_RUN_AT, runs))
+        ats = chain.from_iterable(map(repeat, ats, map(sub, [*map(_FIRST, runs[1:]), len(settled)],
+                                                       map(_FIRST, runs))))
+    if len(settled) == n and settled == list(range(n)):    # all settled, in order
+        if len(runs) == 1 and len(set(created)) == 1:        # one turn: one stamp
+            tail = tails[created[0], runs[0][2]]
             if tail is None:
                 return None
             record = control + b"%s" + tail.replace(b"%", b"%%") + b"%s\n"
             return (record * n) % tuple(chain.from_iterable(zip(fixed, sums))), sizes
-        stamped = list(map(tails.__getitem__, zip(created, map(_SETTLE_AT, settles))))
+        stamped = list(map(tails.__getitem__, zip(created, ats)))
         statuses = repeat(control, n)
     else:
-        stamped = list(map(tails.__getitem__, zip(map(created.__getitem__, where),
-                                                  map(_SETTLE_AT, settles))))
+        stamped = list(map(tails.__getitem__, zip(map(created.__getitem__, settled), ats)))
         statuses = [b"-"] * n
         ends = [_FRESH_TAIL] * n
-        for i, tail in zip(where, stamped):
+        for i, tail in zip(settled, stamped):
             statuses[i] = control
             ends[i] = tail
         stamped = ends
