@@ -1,9 +1,11 @@
 """One durable queue's journal: the core's journal interface (core.journal) on segment files.
 
-A record is appended when a message is put on the queue (`put`); its `Slot` (segment,
-offset, size) rides on the core Entry (`entry.record`) so that later edits find it
-without a lookup: a requeue rewrites the retry counter, a settlement flips the control
-character and stamps the settle field (specs/textqueue.md). Segments roll at
+A message put on the queue (`put`) is staged; when the writer starts the next batch, the
+journal encodes every staged record in one call (`encode`) and appends them: what was
+settled or requeued meanwhile is written so, in the one append. Then its `Slot`
+(segment, offset, size) rides on the core Entry (`entry.record`) so that later edits
+find it without a lookup: a requeue rewrites the retry counter, a settlement flips the
+control character and stamps the settle field (specs/textqueue.md). Segments roll at
 `segment_size`; any segment but the current one whose records are all settled is
 retired to `archive/` (removed when the retention is 0). At each roll, an older segment with few
 live records (at most `compact_live` of a segment's size) is compacted: its live records
@@ -25,6 +27,10 @@ from mqksbridge.protocols.textqueue import TextQueueError, journal as records
 
 
 _DOORS = frozenset((None, *records.DOOR_LETTERS.values()))   # a settle stamp can name
+# Staged entries encoded at most this many at a time: a busy turn's thousands otherwise
+# stay alive across Python's young collections, get promoted and bring on full ones
+# (measured in process: 670 ns a message in the collector, against 7 in memory).
+STAGED = 256
 _MESSAGE = attrgetter("message")
 _RETRY = attrgetter("retry")
 _DOOR = itemgetter(3)
@@ -70,6 +76,7 @@ class QueueJournal:
         self.fresh_settled = []            # indexes in fresh settled since, in order
         self.fresh_runs = []               # and how (records.settle_runs)
         self._run = None                   # (reason, when, door) of the last run
+        self.staged = False                # whether the writer's pending batch names it
 
     # -- the core's journal interface ------------------------------------------------------
     def put(self, entry):
@@ -88,7 +95,12 @@ class QueueJournal:
         if not fresh:
             if self.current is None:
                 self._roll()
-            self.writer.stage(self)
+            if not self.staged:
+                self.staged = True
+                self.writer.stage(self)
+        elif len(fresh) >= STAGED:
+            self.encode()                   # the entries before this one (module docstring)
+            fresh = self.fresh
         entry.record = len(fresh)
         fresh.append(entry)
         self.storage.appended += 1          # StorageBarrier.append, inline

@@ -248,6 +248,7 @@ class GroupWriter:
         pending = self.pending
         journals, pending.journals = pending.journals, []
         for journal in journals:
+            journal.staged = False
             journal.encode()
         pending.seq = self.storage.appended
 

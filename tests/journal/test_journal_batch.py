@@ -5,6 +5,7 @@ mid-way, each part on its own segment's time base. Real files, restarts as crash
 import os
 
 from mqksbridge.bridge.journal import layout
+from mqksbridge.bridge.journal.store import STAGED
 from mqksbridge.protocols.textqueue import journal, scan
 from tests.support.journal import Harness
 
@@ -81,3 +82,23 @@ def test_a_batch_larger_than_the_segment_rolls_mid_way(tmp_path):
     assert after.ids() == ["m%d" % i for i in range(1, 41) if "m%d" % i not in acked]
     c2 = after.consumer(manual_ack=False)
     assert len(c2.got) == 40 - len(acked)
+
+
+def test_a_long_turn_is_encoded_in_parts_each_written_settled(tmp_path):
+    """More than STAGED puts in one turn: each part is encoded when the next put comes
+    (the ones before it handed over and settled by then), so an auto-ack consumer's
+    messages are still written settled, with no edit, and nothing is confirmed before
+    the batch is written."""
+    h = Harness(tmp_path)
+    h.consumer(manual_ack=False, door="mqks")
+    confirmed = []
+    n = 2 * STAGED + 17
+    for _ in range(n):
+        h.publish(confirmed=confirmed)
+    assert h.writer.pending.edits == [] and confirmed == []
+    h.commit()
+    assert len(confirmed) == n
+    found = records(tmp_path)
+    assert [r[2] for r in found] == ["m%d" % i for i in range(1, n + 1)]
+    assert {r[1] for r in found} == {"="}
+    assert h.restart().ids() == []
