@@ -2,7 +2,9 @@
 
 A message put on the queue (`put`) is staged; when the writer starts the next batch, the
 journal encodes every staged record in one call (`encode`) and appends them: what was
-settled or requeued meanwhile is written so, in the one append. Then its `Slot`
+settled or requeued meanwhile is written so, in the one append. A long turn is encoded
+in parts of STAGED entries, each when the next put comes (so the entries of a part were
+handed over, and settled by an auto-ack consumer, by then). Then its `Slot`
 (segment, offset, size) rides on the core Entry (`entry.record`) so that later edits
 find it without a lookup: a requeue rewrites the retry counter, a settlement flips the
 control character and stamps the settle field (specs/textqueue.md). Segments roll at
@@ -81,8 +83,8 @@ class QueueJournal:
     # -- the core's journal interface ------------------------------------------------------
     def put(self, entry):
         """Stage the entry: its record is encoded with the rest of the batch's (`encode`,
-        which the writer calls when it starts the batch), so a message settled before
-        then is written settled, in the one append. Until then `entry.record` is the
+        which the writer calls when it starts the batch, or this put once STAGED entries
+        wait), so a message settled before then is written settled, in the one append. Until then `entry.record` is the
         entry's index in `fresh`. Every durable put runs this: no calls it can avoid."""
         message = entry.message
         if not message.created_at:
