@@ -1,7 +1,8 @@
 """Group commit: every journal write of a reactor turn in one batch, on one worker thread.
 
-Journals hand the writer bytes to append to a segment (`append`, which takes a storage
-sequence number) and in-place edits (`edit`: an ack flip, a retry counter, a settle
+Journals stage message records (`stage`: encoded in bulk by the journal when the batch
+starts, `prepare`; each took a storage sequence number when staged), hand the writer
+other bytes to append to a segment (`append`) and in-place edits (`edit`: an ack flip, a retry counter, a settle
 stamp). The first of them in a reactor turn schedules one `commit` (a callLater(0), no
 timer). A commit takes everything pending and runs it in the worker thread: the appends
 (one pwrite per segment, at the offset the reactor side already gave each record), one
@@ -136,9 +137,10 @@ def _patch_cluster(fd, edits, cluster):
 
 
 class Batch:
-    __slots__ = ("appends", "edits", "after", "seq", "sync_interval", "records")
+    __slots__ = ("appends", "edits", "after", "seq", "sync_interval", "records", "journals")
 
     def __init__(self):
+        self.journals = []          # journals with staged records, encoded as it starts
         self.appends = {}           # Segment -> [offset of the first record, parts...]
         self.edits = []             # (Segment, offset, bytes)
         self.after = []             # callables for the worker thread, after the edits
@@ -147,7 +149,8 @@ class Batch:
         self.records = 0
 
     def __bool__(self):
-        return bool(self.appends or self.edits or self.after or self.sync_interval)
+        return bool(self.journals or self.appends or self.edits or self.after
+                    or self.sync_interval)
 
 
 class GroupWriter:
@@ -176,41 +179,39 @@ class GroupWriter:
         self.closed = False
 
     # -- the reactor side: journals call these -------------------------------------------
-    def append(self, segment, data, records=1):
-        """Queue `data` (whole records) for the end of `segment`; returns the offset it
-        goes to. Each of the `records` message records in it takes a storage sequence
-        number: the batch's confirmations (a header or a compaction copy takes none)."""
+    def append(self, segment, data):
+        """Queue `data` (whole records that confirm nothing: a header, a compaction copy)
+        for the end of `segment`; returns the offset it goes to."""
         pending = self.pending
-        if records:
-            for _ in range(records):
-                pending.seq = self.storage.append()
-            pending.records += records
         offset = segment.end
         parts = pending.appends.get(segment)
         if parts is None:
-            self.pending.appends[segment] = [offset, data]
+            pending.appends[segment] = [offset, data]
         else:
             parts.append(data)
         segment.end = offset + len(data)
         self._schedule()
         return offset
 
-    def append_record(self, segment, data):
-        """`append(segment, data)` for one message record (every durable put): returns
-        the offset and the pending parts list the record is last in."""
-        pending = self.pending
-        pending.seq = self.storage.append()
-        pending.records += 1
-        offset = segment.end
-        parts = pending.appends.get(segment)
-        if parts is None:
-            parts = pending.appends[segment] = [offset, data]
-        else:
-            parts.append(data)
-        segment.end = offset + len(data)
+    def stage(self, journal):
+        """`journal` holds staged records (QueueJournal.put): it encodes and appends them
+        (`journal.encode()`) when the next batch starts, each taking a storage sequence
+        number as it was staged."""
+        self.pending.journals.append(journal)
         if self._call is None:
             self._schedule()
-        return offset, parts
+
+    def append_records(self, segment, data, records):
+        """Queue `data`, encoded message records (`records` of them), for the end of
+        `segment` (their storage sequence numbers were taken when they were staged)."""
+        pending = self.pending
+        pending.records += records
+        parts = pending.appends.get(segment)
+        if parts is None:
+            pending.appends[segment] = [segment.end, data]
+        else:
+            parts.append(data)
+        segment.end += len(data)
 
     def edit(self, segment, offset, data):
         self.pending.edits.append((segment, offset, data))
@@ -237,8 +238,19 @@ class GroupWriter:
             if not self.pending and self.in_flight is None:
                 self._release_idle()
             return
+        self.prepare()
         batch, self.pending = self.pending, Batch()
         self._start(batch)
+
+    def prepare(self):
+        """Encode the staged records of the pending batch into its appends, and let it
+        release every storage sequence number taken so far."""
+        pending = self.pending
+        journals, pending.journals = pending.journals, []
+        for journal in journals:
+            journal.staged = False
+            journal.encode()
+        pending.seq = self.storage.appended
 
     def _start(self, batch):
         self.in_flight = batch
@@ -264,6 +276,7 @@ class GroupWriter:
     def _again(self, batch):
         self._retry = None
         # What arrived since rides along: it goes after the failed batch's records.
+        self.prepare()
         later, self.pending = self.pending, Batch()
         for segment, parts in later.appends.items():
             mine = batch.appends.get(segment)

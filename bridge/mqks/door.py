@@ -160,10 +160,13 @@ class MqksDoor:
             else:
                 reply = self.error(conn, req_id, "queue %r did not take its copy (its limit, "
                                    "overflow reject)" % stream.refused_by.name, event)
-            if conn.confirm_after > storage.durable:
-                conn.when_stored(storage, reply)
-            else:
+            if conn.confirm_after <= storage.durable:
                 conn.write(reply)
+            elif conn.waiting:              # when_stored, inline: its waiter is set
+                conn.waiting.append(reply)
+                conn.waiting_seqs.append(conn.confirm_after)
+            else:
+                conn.when_stored(storage, reply)
 
     def publish_plain(self, conn, req_id, event, body):
         """The hot path: one Message, relayable raw tail, routed by exact subject.

@@ -26,10 +26,12 @@ record into objects.
 """
 import binascii
 import re
+import struct
 import urllib.parse
 import zlib
 from dataclasses import dataclass
-from operator import methodcaller
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter, methodcaller, sub
 from typing import NamedTuple, Optional
 
 from mqksbridge.protocols.textqueue.records import Record, TextQueueError
@@ -252,6 +254,192 @@ def encode_plain(message, base_ms=0) -> Optional[bytes]:
     fixed = b"%s\n\\i=%s\n%s\\t=%d\n" % (body, ident, lines,
                                              round(message.created_at * 1000) - base_ms)
     return b"-%s%s%s\n" % (fixed, _FRESH_TAIL, _fast_checksum(fixed))
+
+
+def encode_batch(messages, base_ms=0, retries=None, settled=(), runs=()) -> tuple:
+    """(data, sizes): the records of `messages` one after the other, and the size of each.
+    Record i is `encode_message(messages[i], base_ms=base_ms, retry=retries[i])` (retries
+    None: all 0), written settled (the reason's control character and stamp, as
+    settle_fresh makes them) when i is in `settled`: the indexes of the messages settled
+    already, in the order they were, and `runs`, how (settle_runs: run-length coded, as
+    a broker settles a turn's messages alike). The broker encodes each batch's records
+    in one call: for plain messages (encode_plain's case, retry 0, settled with one
+    reason and door) every step is a C-level pass over the batch, with the lines and
+    stamps of repeated senders and times (messages of one turn) made once; any other
+    batch takes the per-message encoders. Property tests hold it equal to
+    encode_message and settle_edits."""
+    if not messages:
+        return b"", []
+    if retries is None or not any(retries):
+        fixed = _plain_fixed(messages, base_ms)
+        if fixed is not None:
+            found = _bulk_records(messages, fixed, settled, runs)
+            if found is not None:
+                return found
+    records = _each_record(messages, base_ms, retries, settles_of(settled, runs))
+    return b"".join(records), list(map(len, records))
+
+
+def settle_runs(settles) -> tuple:
+    """(settled, runs) for encode_batch from (index, reason, settled_at, door) tuples in
+    the order settled: a run (start, reason, settled_at, door) says how settled[start:]
+    were settled, up to the next run."""
+    settled, runs = [], []
+    for index, reason, at, door in settles:
+        if not runs or runs[-1][1:] != (reason, at, door):
+            runs.append((len(settled), reason, at, door))
+        settled.append(index)
+    return settled, runs
+
+
+def settles_of(settled, runs) -> list:
+    """The (index, reason, settled_at, door) tuples of encode_batch's `settled` and `runs`."""
+    found = []
+    for k, (start, reason, at, door) in enumerate(runs):
+        end = runs[k + 1][0] if k + 1 < len(runs) else len(settled)
+        found += [(index, reason, at, door) for index in settled[start:end]]
+    return found
+
+
+_FIXED_NUL = b"%s\n\\i=%s\n%s\x00"
+_RECORD = b"%s%s%s%s\n".__mod__
+_FRESH_RECORD = b"-%s" + _FRESH_TAIL + b"%s\n"
+_FRAMES = attrgetter("frames")
+_ID = attrgetter("id")
+_KEY = attrgetter("subject", "origin", "sender", "created_at")
+_CREATED = attrgetter("created_at")
+_EXTRAS = attrgetter("expires_at", "priority", "tracker", "headers")
+# what plain messages hold there (any falsy tracker, headers and priority, no expiry)
+_PLAIN_EXTRAS = frozenset((None, priority, tracker, headers) for priority in (False, 0, None)
+                          for tracker in ("", None) for headers in (None,))
+_NO_ID = ("", "\n")
+_FIRST = itemgetter(0)
+_RUN_KIND = itemgetter(1, 3)
+_RUN_AT = itemgetter(2)
+_NEWLINE = methodcaller("replace", b"\n", b"\n ")
+_TAIL_SIZE = len(_FRESH_TAIL) + 8        # + the checksum, the LF and the control character
+
+
+class _Lines(dict):
+    """(subject, origin, sender, created_at) -> their `s`, `f` and `t` lines on one time
+    base (made on first use: a turn's messages share them)."""
+
+    __slots__ = ("base",)
+
+    def __missing__(self, key):
+        line = _lines.get(key[:3])
+        if line is None:
+            line = _sender_lines(key[:3])
+        line = self[key] = line + b"\\t=%d\n" % (round(key[3] * 1000) - self.base)
+        return line
+
+
+class _Tails(dict):
+    """(created_at, settled_at) -> the settled tail of one settle kind, or None when the
+    time does not fit the fast stamp (made on first use)."""
+
+    __slots__ = ("prefix", "limit", "pattern")
+
+    def __missing__(self, key):
+        ms = round(key[1] * 1000) - round(key[0] * 1000)
+        tail = self[key] = (self.pattern % ms) if 0 <= ms < self.limit else None
+        return tail
+
+
+def _plain_fixed(messages, base_ms):
+    """The fixed parts of a batch of plain messages (encode_plain's case), in C-level
+    passes: one format for the whole batch, split at NULs (no plain body or id holds
+    one); None when any message is not plain."""
+    n = len(messages)
+    frames = list(map(_FRAMES, messages))
+    try:
+        extras = set(map(_EXTRAS, messages))
+    except TypeError:                       # headers (a dict)
+        return None
+    if set(map(len, frames)) != {1} or not _PLAIN_EXTRAS.issuperset(extras):
+        return None
+    bodies = list(map(_FIRST, frames))
+    joined = b"".join(bodies)
+    if not joined.isascii() or b"\r" in joined or b"\x00" in joined:
+        return None
+    if b"\n" in joined:
+        bodies = map(_NEWLINE, bodies)
+    text = "\n".join(map(_ID, messages))
+    if (not text.isascii() or text.count("\n") != n - 1 or "\n\n" in text
+            or text[:1] in _NO_ID or text[-1:] in _NO_ID    # an empty id
+            or not text.replace("\n", "").isprintable() or " " in text or "%" in text):
+        return None
+    lines = _Lines()
+    lines.base = base_ms
+    return ((_FIXED_NUL * n)[:-1] % tuple(chain.from_iterable(zip(
+        bodies, text.encode().split(b"\n"), map(lines.__getitem__, map(_KEY, messages))
+    )))).split(b"\x00")
+
+
+def _bulk_records(messages, fixed, settled, runs):
+    """(data, sizes) of fixed parts: checksums in one pack, one base64 pass and one
+    unpack, the records in one format; None when the settles are not of one kind with
+    times that fit (the per-message path then)."""
+    n = len(fixed)
+    # each CRC as 4 bytes and 2 zero bytes: 8 base64 characters, the first 6 its checksum
+    sums = struct.unpack("6s2x" * n, binascii.b2a_base64(
+        struct.pack(">" + "I2x" * n, *map(zlib.crc32, fixed)),
+        newline=False).translate(_URLSAFE))
+    sizes = list(map(_TAIL_SIZE.__add__, map(len, fixed)))
+    if not settled:
+        return (_FRESH_RECORD * n) % tuple(chain.from_iterable(zip(fixed, sums))), sizes
+    kinds = set(map(_RUN_KIND, runs))
+    known = _FRESH_STAMPS.get(kinds.pop()) if len(kinds) == 1 else None
+    if known is None:
+        return None
+    control, prefix, width, limit = known
+    tails = _Tails()
+    tails.limit = limit
+    tails.pattern = b"\\r=0  \n\\e=" + prefix + b"%-" + b"%d" % width + b"d\n\\c="
+    created = list(map(_CREATED, messages))
+    if len(runs) == 1:
+        ats = repeat(runs[0][2])
+    else:
+        ats = list(map(_RUN_AT, runs))
+        ats = chain.from_iterable(map(repeat, ats, map(sub, [*map(_FIRST, runs[1:]), len(settled)],
+                                                       map(_FIRST, runs))))
+    if len(settled) == n and settled == list(range(n)):    # all settled, in order
+        if len(runs) == 1 and len(set(created)) == 1:        # one turn: one stamp
+            tail = tails[created[0], runs[0][2]]
+            if tail is None:
+                return None
+            record = control + b"%s" + tail.replace(b"%", b"%%") + b"%s\n"
+            return (record * n) % tuple(chain.from_iterable(zip(fixed, sums))), sizes
+        stamped = list(map(tails.__getitem__, zip(created, ats)))
+        statuses = repeat(control, n)
+    else:
+        stamped = list(map(tails.__getitem__, zip(map(created.__getitem__, settled), ats)))
+        statuses = [b"-"] * n
+        ends = [_FRESH_TAIL] * n
+        for i, tail in zip(settled, stamped):
+            statuses[i] = control
+            ends[i] = tail
+        stamped = ends
+    if None in stamped:
+        return None
+    return b"".join(map(_RECORD, zip(statuses, fixed, stamped, sums))), sizes
+
+
+def _each_record(messages, base_ms, retries, settles):
+    """The records of encode_batch, one message at a time (encode_plain where it can,
+    then settle_fresh)."""
+    settled = {i: (reason, at, door) for i, reason, at, door in settles}
+    records = []
+    for i, message in enumerate(messages):
+        retry = retries[i] if retries is not None else 0
+        record = encode_plain(message, base_ms) if not retry else None
+        if record is None:
+            record = encode_message(message, base_ms=base_ms, retry=retry)
+        settle = settled.get(i)
+        if settle is not None:
+            record = settle_fresh(record, settle[0], settle[1], message.created_at, settle[2])
+        records.append(record)
+    return records
 
 
 def encode_fields(message, base_ms=0, moved=None) -> bytes:

@@ -84,6 +84,7 @@ class DurableRules(DeliveryRules):
         definitions = os.path.join(self.data_dir, layout.DEFINITIONS)
         if os.path.exists(definitions):
             shutil.copy(definitions, copy)
+        self.durability.writer.prepare()        # the staged records, as a batch holds them
         for segment, parts in self.durability.writer.pending.appends.items():
             torn = b"".join(parts[1:])
             torn = torn[:data.draw(st.integers(0, len(torn)), label="torn bytes")]

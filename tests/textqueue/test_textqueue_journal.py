@@ -466,3 +466,68 @@ def test_a_fresh_tail_has_the_places_a_parse_finds(envs, edit, retry, settled):
                                                                      len(record.raw) + 1)
         else:
             assert edit != "none", "a record we wrote needs a parse"
+
+
+@st.composite
+def batches(draw):
+    """A batch as a broker turn makes it: mostly plain messages sharing a few times (one
+    turn's arrival stamp), some settled already with one reason and door, now and then
+    something outside encode_batch's fast case (a retry, another kind of settle, a stamp
+    out of range, a message that is not plain)."""
+    envs = draw(st.lists(plain_envelopes() | envelopes(), min_size=0, max_size=12)
+                if draw(st.booleans()) else st.lists(plain_envelopes(), max_size=12))
+    times = draw(st.lists(_ms, min_size=1, max_size=2))
+    for env in envs:
+        if draw(st.booleans()):
+            env.created_at = draw(st.sampled_from(times)) / 1000
+    retries = [0] * len(envs)
+    if envs and draw(st.integers(0, 5)) == 0:
+        retries[draw(st.integers(0, len(envs) - 1))] = draw(st.integers(1, 2000))
+    kind = (draw(st.sampled_from(sorted(journal._CODE_OF))),
+            draw(st.sampled_from([None, *sorted(journal.DOOR_LETTERS.values())])))
+    settles = []
+    for i in draw(st.lists(st.integers(0, max(len(envs) - 1, 0)), unique=True)
+                  if envs else st.just([])):
+        reason, door = kind if draw(st.integers(0, 7)) else (
+            draw(st.sampled_from(sorted(journal._CODE_OF))), None)
+        after = draw(st.sampled_from([0, 0, 2, 350]) | st.integers(-5, 10**13))
+        settles.append((i, reason, envs[i].created_at + after / 1000, door))
+    if draw(st.booleans()):
+        settles.sort()
+    return envs, retries, settles
+
+
+@given(batches(), _ms)
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_a_batch_encodes_as_its_records_one_by_one(batch, base):
+    """encode_batch (the broker's one call per batch) writes what encode_message writes
+    for each message, settled as settle_edits would leave it."""
+    envs, retries, settles = batch
+    assert journal.settles_of(*journal.settle_runs(settles)) == settles
+    data, sizes = journal.encode_batch(envs, base, retries, *journal.settle_runs(settles))
+    settled = {i: Settle(reason, at, door) for i, reason, at, door in settles}
+    one_by_one = []
+    for i, env in enumerate(envs):
+        record = journal.encode_message(env, base_ms=base, retry=retries[i])
+        if i in settled:
+            s = settled[i]
+            edited = bytearray(record)
+            for edit in journal.settle_edits(journal.fresh_places(0, len(record)), s.reason,
+                                             s.at, env.created_at, s.door):
+                edited[edit.offset:edit.offset + len(edit.data)] = edit.data
+            record = bytes(edited)
+        one_by_one.append(record)
+    assert data == b"".join(one_by_one)
+    assert sizes == list(map(len, one_by_one))
+
+
+def test_a_typical_batch_takes_the_bulk_path():
+    """The property above holds the bulk path only if batches do take it: a turn's plain
+    messages, all settled alike, or none."""
+    envs = [Envelope("p1.%d" % i, "ev", (b"x" * 40,), None, "127.0.0.1:5000.ab", "mqks",
+                     created_at=(BASE + 3200) / 1000) for i in range(5)]
+    fixed = journal._plain_fixed(envs, BASE)
+    assert fixed is not None
+    for settles in ([], [(i, "acked", (BASE + 3550) / 1000, "mqks") for i in range(5)],
+                    [(i, "acked", (BASE + 3550 + i) / 1000, "mqks") for i in (0, 3)]):
+        assert journal._bulk_records(envs, fixed, *journal.settle_runs(settles)) is not None
