@@ -1,5 +1,7 @@
-"""Traffic for the crash tests: pipelined confirmed publishers and acking consumers on
-plain blocking sockets, each in its own thread, that end quietly when the broker dies."""
+"""Traffic for the crash tests: pipelined confirmed publishers, acking consumers and a
+Malamute worker (no ack) on plain blocking sockets, each in its own thread, that end
+quietly when the broker dies; and the journal's record of what a door settled."""
+import os
 import socket
 import threading
 
@@ -156,6 +158,71 @@ class MqksConsumer(Worker):
                 acks.append(b"a ack %s %s" % (cid, mid))
             if acks:
                 conn.send(acks)
+
+
+class MalamuteWorker(Worker):
+    """A Malamute worker offering service `service` on a raw DEALER, with CREDIT flow: at
+    most `credit` requests are handed to it and not yet read (Malamute has no ack: each
+    is settled when the broker hands it over). `delivered` gets (first frame, run), and
+    `read` the first frames (ids) it read."""
+
+    def __init__(self, stop, endpoint, service, delivered, run, read, credit=100):
+        super().__init__(stop)
+        self.endpoint, self.service, self.delivered, self.run_no = endpoint, service, delivered, run
+        self.read, self.credit = read, credit
+
+    def work(self):
+        import zmq
+
+        from mqksbridge.protocols.malamute import codec as c
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.endpoint)
+        try:
+            # CREDIT before the offer opts in, so the offer starts with none granted.
+            for command in (c.ConnectionOpen(""), c.Credit(0), c.ServiceOffer(self.service),
+                            c.Credit(self.credit)):
+                sock.send_multipart(c.encode(command))
+            read = 0
+            while not self.stop.is_set():
+                if not sock.poll(500):
+                    sock.send_multipart(c.encode(c.ConnectionPing()))   # keeps the session
+                    continue
+                read += self._take(c, sock)
+                if read >= self.credit // 2:
+                    sock.send_multipart(c.encode(c.Credit(read)))
+                    read = 0
+            while sock.poll(0):             # what reached this socket before the kill
+                self._take(c, sock)
+        finally:
+            sock.close(0)
+
+    def _take(self, c, sock):
+        command = c.decode(sock.recv_multipart())
+        if command.__class__ is c.ServiceDeliver:
+            self.delivered.append((command.content[0], self.run_no))
+            self.read.add(command.content[0])
+            return 1
+        if command.__class__ not in (c.Ok, c.ConnectionPong):
+            raise AssertionError(f"unexpected {command!r}")
+        return 0
+
+
+def settled_by(data_dir, queue, door):
+    """Ids of the journal records of `queue` (live segments and archive/) that a consumer
+    of `door` settled with an ack (`=`), read with the data pipeline's reader."""
+    from mqksbridge.pipeline.files import expand, plan, read_header, read_range
+    from mqksbridge.protocols.textqueue.columns import decode_columns
+    names = ("id", "settle_reason", "settle_door")
+    ids = set()
+    for path in expand([os.path.join(data_dir, "journal", queue)]):
+        header = read_header(path)
+        for part in plan([path], 1 << 30):
+            for block in read_range(part, header):
+                columns = decode_columns(block.raws, names, header.base_ms)
+                ids.update(mid.encode() for mid, reason, by in zip(*map(columns.get, names))
+                           if reason == "acked" and by == door)
+    return ids
 
 
 class Tally:
