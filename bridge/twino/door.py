@@ -378,6 +378,7 @@ class TwinoConnection(protocol.Protocol):
         client's reference to it dropped."""
         self.connected = False
         self.kept = None
+        self.input.forget()
         self.outbox.closed = True
         door = self.door
         each(log, "twino connection lost", (lambda: door.traffic.close(self.traffic),
