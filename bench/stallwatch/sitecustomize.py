@@ -10,7 +10,9 @@ JSON line to that file for:
   thread asks the reactor for a call every 20 ms and times the answer;
 - while such a call waits, what the reactor thread is running, sampled every 5 ms from
   `sys._current_frames()` (`stall`: the most frequent stacks, innermost frame first). A
-  collection holds the interpreter lock throughout and shows as a lag with no samples.
+  collection holds the interpreter lock throughout and shows as a lag with no samples;
+- every 10 s, the lengths of the reactor turns' two parts, timed calls and I/O events
+  (`turns`: counts by length, and what ran in the parts over 3 ms).
 """
 import os
 import sys
@@ -70,4 +72,133 @@ if os.environ.get("STALLWATCH") and sys.argv and sys.argv[0].endswith("twistd"):
                        top=[[n, list(s)] for s, n in Counter(samples).most_common(3)])
             time.sleep(0.02)
 
+    _BUCKETS = (1, 2, 5, 10, 20, 50)        # ms: a turn's part counted in the first it fits
+
+    def _bucket(ms):
+        for edge in _BUCKETS:
+            if ms < edge:
+                return f"<{edge}"
+        return f">={_BUCKETS[-1]}"
+
+    def _call_name(call):
+        """A timed call's name; a LoopingCall's is its function's (bridge.clock.periodic's
+        step: the name it was given)."""
+        f = call.func
+        if hasattr(f, "f") and hasattr(f, "a"):          # a LoopingCall
+            if getattr(f.f, "__name__", "") == "_step" and len(f.a) > 1:
+                return str(f.a[1])
+            f = f.f
+        return getattr(f, "__qualname__", repr(f))[:60]
+
+    def _time_turns(reactor):
+        """Every reactor turn's two parts, timed on the reactor thread: its due timed calls
+        (runUntilCurrent) and the I/O events one poll returned (each _doReadOrWrite). Every
+        10 s a `turns` line: how many of each part fell in each length bucket, and which
+        timed calls and connection kinds ran in the parts over 3 ms."""
+        perf = time.perf_counter
+        io = {"ms": 0.0, "events": 0, "kinds": Counter()}
+        hist = {"timers": Counter(), "io": Counter()}
+        slow = {"timers": Counter(), "io": Counter()}
+        run_timers, read_or_write = reactor.runUntilCurrent, reactor._doReadOrWrite
+
+        def timers():
+            if io["events"]:
+                ms = io["ms"]
+                hist["io"][_bucket(ms)] += 1
+                if ms > 3:
+                    for kind, n in io["kinds"].items():
+                        slow["io"][kind] += n
+                io["ms"], io["events"] = 0.0, 0
+                io["kinds"].clear()
+            now = reactor.seconds()
+            due = [c for c in reactor._pendingTimedCalls if c.time <= now]
+            started = perf()
+            run_timers()
+            ms = (perf() - started) * 1000
+            if due:
+                hist["timers"][_bucket(ms)] += 1
+                if ms > 3:
+                    for c in due:
+                        slow["timers"][_call_name(c)] += 1
+
+        def timed_read_or_write(selectable, fd, event):
+            started = perf()
+            try:
+                return read_or_write(selectable, fd, event)
+            finally:
+                io["ms"] += (perf() - started) * 1000
+                io["events"] += 1
+                protocol = getattr(selectable, "protocol", selectable)
+                io["kinds"][type(protocol).__name__] += 1
+
+        reactor.runUntilCurrent = timers
+        reactor._doReadOrWrite = timed_read_or_write
+
+        def report():
+            _write(kind="turns", timers=dict(hist["timers"]), io=dict(hist["io"]),
+                   slow_timers=slow["timers"].most_common(8),
+                   slow_io=slow["io"].most_common(8))
+            for part in (hist, slow):
+                for counter in part.values():
+                    counter.clear()
+        from twisted.internet import task
+        task.LoopingCall(report).start(10, now=False)
+
+    def _start_turns():
+        while "twisted.internet.reactor" not in sys.modules:
+            time.sleep(0.1)
+        from twisted.internet import reactor
+        while not reactor.running:
+            time.sleep(0.1)
+        reactor.callFromThread(_time_turns, reactor)
+
     threading.Thread(target=_watch, name="stallwatch", daemon=True).start()
+    threading.Thread(target=_start_turns, name="turnwatch", daemon=True).start()
+
+if (os.environ.get("STALLWATCH_GARBAGE") and sys.argv and sys.argv[0].endswith("twistd")):
+    # Garbage census (`python -m bench.soak --garbage SECONDS`): every SECONDS, on the reactor
+    # thread, one full collection that keeps what it finds (gc.DEBUG_SAVEALL) and a JSON line
+    # with the count by type of that cyclic garbage and the resident size before and after:
+    # what refcounting alone never frees, and how much of the growth it is.
+    import collections as _collections
+    import gc as _gc
+    import json as _json
+    import threading as _threading
+    import time as _time
+
+    def _rss_mb():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    def _census():
+        before = _rss_mb()
+        started = _time.perf_counter()
+        _gc.set_debug(_gc.DEBUG_SAVEALL)
+        try:
+            _gc.collect()
+            kinds = _collections.Counter(type(o).__qualname__ for o in _gc.garbage)
+            owners = _collections.Counter(
+                type(o).__module__ + "." + type(o).__qualname__ for o in _gc.garbage
+                if hasattr(o, "__dict__") and not isinstance(o, type))
+        finally:
+            _gc.set_debug(0)
+            del _gc.garbage[:]
+        _gc.collect()
+        line = {"kind": "garbage", "t": round(_time.time(), 3),
+                "ms": round((_time.perf_counter() - started) * 1000, 1),
+                "rss_before_mb": round(before, 1), "rss_after_mb": round(_rss_mb(), 1),
+                "objects": sum(kinds.values()), "top": kinds.most_common(25),
+                "instances": owners.most_common(25)}
+        with open(os.environ["STALLWATCH"], "a") as out:
+            out.write(_json.dumps(line) + "\n")
+
+    def _garbage_loop(every):
+        while "twisted.internet.reactor" not in sys.modules:
+            _time.sleep(0.1)
+        from twisted.internet import reactor
+        while True:
+            _time.sleep(every)
+            reactor.callFromThread(_census)
+
+    _threading.Thread(target=_garbage_loop, args=(float(os.environ["STALLWATCH_GARBAGE"]),),
+                      name="garbagewatch", daemon=True).start()
