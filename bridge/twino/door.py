@@ -395,4 +395,4 @@ def build(config, broker, scheduler, reactor, clock, security=None):
     factory = DoorFactory(TwinoConnection, door)
     services = [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
     return door, services + [periodic(settings["check_interval"], door.sweep, clock,
-                                      "twino keep-alive sweep")]
+                                      "twino keep-alive sweep", phase=0.4)]
