@@ -432,7 +432,7 @@ queue_overflow = [["soak-stuck", "drop-oldest"]]
 """
 
 
-def start_broker(workdir, stalls=None, settings=(), garbage=None):
+def start_broker(workdir, stalls=None, settings=(), garbage=None, trace=None):
     ports = {door: free_port() for door in ("mqks", "malamute", "twino", "admin")}
     config = os.path.join(workdir, "soak.toml")
     with open(config, "w") as f:
@@ -444,6 +444,8 @@ def start_broker(workdir, stalls=None, settings=(), garbage=None):
         env["STALLWATCH"] = stalls
         if garbage:
             env["STALLWATCH_GARBAGE"] = str(garbage)
+        if trace:
+            env["STALLWATCH_TRACEMALLOC"] = str(trace)
     args = [TWISTD, "-n", "--pidfile=", "mqksbridge", "--config", config,
             "--data", os.path.join(workdir, "var"),
             "--mqks", f"tcp:{ports['mqks']}:interface=127.0.0.1",
@@ -515,9 +517,9 @@ def run(args):
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit("soak: SIGTERM"))
     workdir = tempfile.mkdtemp(prefix="soak-")
     print("workdir:", workdir, flush=True)
-    stalls = (os.path.join(workdir, "stalls.jsonl") if args.stalls or args.garbage
-              else None)
-    broker, ports = start_broker(workdir, stalls, args.set, args.garbage)
+    stalls = (os.path.join(workdir, "stalls.jsonl")
+              if args.stalls or args.garbage or args.tracemalloc else None)
+    broker, ports = start_broker(workdir, stalls, args.set, args.garbage, args.tracemalloc)
     ports["echo"] = free_port()
     echo = spawn_role("echo", ports)
     echo.stdout.readline()
@@ -570,6 +572,9 @@ def run(args):
         totals = {key: overview(ports["admin"], key)
                   for key in ("messages_in", "messages_out", "refused")}
         totals["queues"] = queues(ports["admin"])
+        if stalls:                       # where the memory is, after the last sample
+            os.kill(broker.pid, signal.SIGUSR2)
+            time.sleep(5)
     finally:
         for proc in roles:
             proc.kill()
@@ -628,6 +633,8 @@ def stall_summary(path, loaded_from, mono_minus_wall):
     collector's long or full collections."""
     lags, collections, frames = [], [], {}
     turns = {"timers": {}, "io": {}, "slow_timers": {}, "slow_io": {}}
+    end = None
+    blocks = []                          # (seconds since the load began, Python's blocks)
     try:
         with open(path) as f:
             records = [json.loads(line) for line in f]
@@ -636,7 +643,11 @@ def stall_summary(path, loaded_from, mono_minus_wall):
     for record in records:
         if loaded_from is not None and record["t"] + mono_minus_wall < loaded_from:
             continue
-        if record["kind"] == "turns":
+        if record["kind"] == "end":
+            end = record
+        elif record["kind"] == "turns":
+            blocks.append((round(record["t"] + mono_minus_wall - (loaded_from or 0)),
+                           record["blocks"]))
             for part in ("timers", "io"):
                 for bucket, n in record[part].items():
                     turns[part][bucket] = turns[part].get(bucket, 0) + n
@@ -650,7 +661,8 @@ def stall_summary(path, loaded_from, mono_minus_wall):
             for n, stack in record["top"]:
                 key = " < ".join(stack[:4])
                 frames[key] = frames.get(key, 0) + n
-    return {"lags_over_30ms": len(lags),
+    return {"at_end": end, "python_blocks": blocks,
+            "lags_over_30ms": len(lags),
             "lags_over_100ms": sum(1 for ms in lags if ms > 100),
             "lag_max_ms": max(lags, default=None),
             "lag_ms_total": round(sum(lags)),
@@ -726,6 +738,9 @@ def main(argv):
                         help="diagnosis: every SECONDS a full collection in the broker that "
                              "records its cyclic garbage by type (bench/stallwatch; it holds "
                              "the reactor, so latencies are not representative)")
+    parser.add_argument("--tracemalloc", type=float, metavar="SECONDS",
+                        help="diagnosis: tracemalloc in the broker, and every SECONDS the "
+                             "allocation sites that grew most (bench/stallwatch; slows it)")
     run(parser.parse_args(argv))
 
 

@@ -12,7 +12,8 @@ JSON line to that file for:
   `sys._current_frames()` (`stall`: the most frequent stacks, innermost frame first). A
   collection holds the interpreter lock throughout and shows as a lag with no samples;
 - every 10 s, the lengths of the reactor turns' two parts, timed calls and I/O events
-  (`turns`: counts by length, and what ran in the parts over 3 ms).
+  (`turns`: counts by length, and what ran in the parts over 3 ms), with Python's count
+  of allocated blocks (`blocks`: do Python objects grow, or only the resident size?).
 """
 import os
 import sys
@@ -84,6 +85,9 @@ if os.environ.get("STALLWATCH") and sys.argv and sys.argv[0].endswith("twistd"):
         """A timed call's name; a LoopingCall's is its function's (bridge.clock.periodic's
         step: the name it was given)."""
         f = call.func
+        owner = getattr(f, "__self__", None)
+        if type(owner).__name__ == "Periodic":           # bridge.clock.periodic's service
+            return owner.name
         if hasattr(f, "f") and hasattr(f, "a"):          # a LoopingCall
             if getattr(f.f, "__name__", "") == "_step" and len(f.a) > 1:
                 return str(f.a[1])
@@ -135,7 +139,8 @@ if os.environ.get("STALLWATCH") and sys.argv and sys.argv[0].endswith("twistd"):
         reactor._doReadOrWrite = timed_read_or_write
 
         def report():
-            _write(kind="turns", timers=dict(hist["timers"]), io=dict(hist["io"]),
+            _write(kind="turns", blocks=sys.getallocatedblocks(),
+                   timers=dict(hist["timers"]), io=dict(hist["io"]),
                    slow_timers=slow["timers"].most_common(8),
                    slow_io=slow["io"].most_common(8))
             for part in (hist, slow):
@@ -202,3 +207,74 @@ if (os.environ.get("STALLWATCH_GARBAGE") and sys.argv and sys.argv[0].endswith("
 
     _threading.Thread(target=_garbage_loop, args=(float(os.environ["STALLWATCH_GARBAGE"]),),
                       name="garbagewatch", daemon=True).start()
+
+if (os.environ.get("STALLWATCH_TRACEMALLOC") and os.environ.get("STALLWATCH")
+        and sys.argv and sys.argv[0].endswith("twistd")):
+    # Allocation diff (`python -m bench.soak --tracemalloc SECONDS`): tracemalloc from the
+    # start, and every SECONDS a snapshot compared with the one before: a JSON line with
+    # the traced total and the 15 allocation sites (4 frames) that grew the most.
+    import json as _tjson
+    import threading as _tthreading
+    import time as _ttime
+    import tracemalloc as _tracemalloc
+
+    _tracemalloc.start(4)
+
+    def _trace_loop(every):
+        before = _tracemalloc.take_snapshot()
+        while True:
+            _ttime.sleep(every)
+            now = _tracemalloc.take_snapshot()
+            stats = now.compare_to(before, "traceback")[:15]
+            line = {"kind": "tracemalloc", "t": round(_ttime.time(), 3),
+                    "traced_mb": round(_tracemalloc.get_traced_memory()[0] / 2**20, 2),
+                    "top": [[round(s.size_diff / 1024), s.count_diff,
+                             [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno}"
+                              for f in s.traceback]] for s in stats]}
+            with open(os.environ["STALLWATCH"], "a") as out:
+                out.write(_tjson.dumps(line) + "\n")
+            before = now
+
+    _tthreading.Thread(target=_trace_loop,
+                       args=(float(os.environ["STALLWATCH_TRACEMALLOC"]),),
+                       name="tracemallocwatch", daemon=True).start()
+
+if os.environ.get("STALLWATCH") and sys.argv and sys.argv[0].endswith("twistd"):
+    # At the end of a soak (SIGUSR2 from bench.soak, after the last sample): where the
+    # resident memory is. One full collection that keeps what it finds (the cyclic garbage
+    # refcounting left, by type), then glibc's malloc_trim (what the allocator held free):
+    # the resident size before, after each, and Python's own count of allocated blocks.
+    import collections as _ecollections
+    import ctypes as _ectypes
+    import gc as _egc
+    import json as _ejson
+    import signal as _esignal
+    import time as _etime
+
+    def _end_rss_mb():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    def _at_end(signum, frame):
+        line = {"kind": "end", "t": round(_etime.time(), 3), "rss_mb": round(_end_rss_mb(), 1),
+                "blocks": sys.getallocatedblocks()}
+        _egc.set_debug(_egc.DEBUG_SAVEALL)
+        try:
+            _egc.collect()
+            kinds = _ecollections.Counter(type(o).__qualname__ for o in _egc.garbage)
+        finally:
+            _egc.set_debug(0)
+            del _egc.garbage[:]
+        _egc.collect()
+        line.update(garbage=sum(kinds.values()), garbage_top=kinds.most_common(10),
+                    rss_after_collect_mb=round(_end_rss_mb(), 1),
+                    blocks_after_collect=sys.getallocatedblocks())
+        try:
+            _ectypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+        line["rss_after_trim_mb"] = round(_end_rss_mb(), 1)
+        with open(os.environ["STALLWATCH"], "a") as out:
+            out.write(_ejson.dumps(line) + "\n")
+
+    _esignal.signal(_esignal.SIGUSR2, _at_end)
