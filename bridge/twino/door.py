@@ -16,7 +16,7 @@ from mqksbridge.bridge.convert.twino import wire_id
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
-from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.bridge.outbox import OVER_LIMIT, Outbox
 from mqksbridge.bridge.security import LoginFailed
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.bridge.twino.direct import DIRECT, MAX_PENDING, TwinoDirect
@@ -242,7 +242,8 @@ class TwinoConnection(protocol.Protocol):
         self.input = self.client.input = Input(self.transport, self._carry_on)
         self.kept = None                     # frames of a read not handled yet (input held)
         self.outbox = Outbox(self.transport, door.scheduler, self.client,
-                             door.settings["high_water"], input=self.input)
+                             door.settings["high_water"], input=self.input,
+                             limit=OVER_LIMIT * door.settings["high_water"])
         self.write = self.outbox.write
         self.hs = TwinoServerConnection(door.settings["max_frame_size"],
                                         max_hello=door.settings["max_hello"])
