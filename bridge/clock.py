@@ -6,7 +6,7 @@ expiry, ack timeouts, delete-when-unused, flow holds) moves only when a test adv
 ReactorClock shows it to the core through the core's Clock interface. The reactor itself
 stays for I/O: listeners and the per-turn output flush (bridge.outbox).
 """
-from twisted.application import internet
+from twisted.application import service
 from twisted.logger import Logger
 
 log = Logger(namespace="mqksbridge.clock")
@@ -25,13 +25,51 @@ class ReactorClock:
         return self._clock.callLater(delay, fn, *args)
 
 
-def periodic(interval, work, clock, name):
-    """A TimerService running `work()` every `interval` seconds of `clock` (first at
-    start). A step that raises is logged and the next one runs on time: a LoopingCall
-    whose call raises would stop for good, and with it every expiry it drives."""
-    timer = internet.TimerService(interval, _step, work, name)
-    timer.clock = clock
-    return timer
+def periodic(interval, work, clock, name, phase=0.0):
+    """A service running `work()` every `interval` seconds of `clock`: first at start,
+    then at start + phase x interval + k x interval. A step that raises is logged and the
+    next one runs on time (a LoopingCall whose call raises would stop for good, and with
+    it every expiry it drives).
+
+    `phase` (a fraction of the interval) keeps periodic work of equal intervals out of
+    one reactor turn: started together, every 1 s timer (young collection, keep-alive
+    sweeps, admin sampler) ran in the same turn, and a client's request that came then
+    waited for all of them in a row."""
+    return Periodic(interval, work, clock, name, phase)
+
+
+class Periodic(service.Service):
+    def __init__(self, interval, work, clock, name, phase=0.0):
+        self.interval, self.work, self.clock, self.name = interval, work, clock, name
+        self.phase = phase % 1.0
+        self._call = None
+        self._next = None
+
+    def startService(self):
+        super().startService()
+        now = self.clock.seconds()
+        self._next = now + (self.phase or 1.0) * self.interval
+        _step(self.work, self.name)
+        self._schedule()
+
+    def _schedule(self):
+        if self.running:
+            self._call = self.clock.callLater(max(0.0, self._next - self.clock.seconds()),
+                                              self._run)
+
+    def _run(self):
+        _step(self.work, self.name)
+        now = self.clock.seconds()
+        self._next += self.interval
+        if self._next <= now:            # late (a stalled reactor): skip, keep the phase
+            self._next += ((now - self._next) // self.interval + 1) * self.interval
+        self._schedule()
+
+    def stopService(self):
+        super().stopService()
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._call = None
 
 
 def _step(work, name):

@@ -46,6 +46,11 @@ class Input:
         if not reasons:
             self.transport.resumeProducing()
 
+    def forget(self):
+        """The connection is gone: drop `resumed`, a method of the connection, which holds
+        this Input (a cycle that only the rare full collection would free)."""
+        self.resumed = None
+
     # core.flow's interface (client.input): its holds are one reason among the others.
     def pauseProducing(self):
         self.hold(FLOW)

@@ -21,6 +21,17 @@ a client that sends requests and never reads their replies (`_eval`s, pings, lis
 operations) is not read any further until its output drains, so its replies cannot pile
 up either. Both let go once the outbox is under the mark with the transport writing again.
 
+Past the mark, a consumer of a push-all or broadcast queue still gets its copy of every
+message (core.queue: each one present gets it, paused or not): a consumer that never reads
+grew its outbox without end (the soak's stuck Twino consumer: 4 MB a minute at 300
+messages/s, its copies encoded and kept). So a connection whose transport is full and whose
+pending output passes `limit` (OVER_LIMIT x the mark unless given) is a slow consumer that
+is cut off: logged, its output dropped, the connection aborted (its unacked messages go
+back to their queues when it is gone, as for any close). Doors whose consumers can be in
+such queues (Twino) give a `limit`, OVER_LIMIT x their mark; Malamute drops a slow
+reader's stream copies itself (ZmtpRouter.busy), MQKS hands paused clients nothing. A
+closed outbox keeps nothing: what is written after `close` would never be sent.
+
 A failure while making or handing over one connection's output (a converter bug in
 `render`, a transport that raises) costs that connection only: it is logged, the
 connection is closed (`lose`, by default the transport's loseConnection) and every other
@@ -33,6 +44,8 @@ from zope.interface import implementer
 from mqksbridge.bridge.inputs import OUTPUT
 
 log = Logger(namespace="mqksbridge.outbox")
+
+OVER_LIMIT = 8                           # Twino: output cut off at 8 x the high-water mark
 
 
 class FlushScheduler:
@@ -66,7 +79,7 @@ class Outbox:
     """Per-connection pending output; registered as the transport's push producer."""
 
     def __init__(self, transport, scheduler, client, high_water=256 * 1024, render=None,
-                 lose=None, input=None):
+                 lose=None, input=None, limit=None):
         self.transport = transport
         self.input = input               # bridge.inputs.Input: held past the mark
         self.render = render             # deferred items -> bytes (see defer)
@@ -75,6 +88,7 @@ class Outbox:
         self.scheduler = scheduler
         self.client = client
         self.high_water = high_water
+        self.limit = limit               # None: never cut off (see the module docstring)
         self.parts = []
         self.pending = 0
         self.dirty = False
@@ -86,6 +100,8 @@ class Outbox:
         transport.registerProducer(self, True)
 
     def write(self, data):
+        if self.closed:
+            return                       # would never be sent
         if self.deferred:
             self._render()
         self.parts.append(data)
@@ -93,19 +109,38 @@ class Outbox:
         if not self.dirty:
             self.dirty = True
             self.scheduler.mark(self)
-        if self.pending > self.high_water and not self.client.paused:
-            self._full()
+        if self.pending > self.high_water:
+            self._over()
 
     def defer(self, item, size):
         """Queue `item` for `render` at flush time; `size` (its bytes, about) counts toward
         the high-water mark as a write would."""
+        if self.closed:
+            return
         self.deferred.append(item)
         self.pending += size
         if not self.dirty:
             self.dirty = True
             self.scheduler.mark(self)
-        if self.pending > self.high_water and not self.client.paused:
+        if self.pending > self.high_water:
+            self._over()
+
+    def _over(self):
+        if not self.client.paused:
             self._full()
+        elif self.limit is not None and self.pending > self.limit and self.transport_paused:
+            self.cut_off()
+
+    def cut_off(self):
+        """A slow consumer past `limit`: drop its output and abort the connection."""
+        peer = self.transport.getPeer()
+        log.warn("{peer}: {pending} bytes of output not read, over the limit of {limit}; "
+                 "the connection is closed", peer=peer, pending=self.pending,
+                 limit=self.limit)
+        self.closed = True
+        self.parts, self.deferred, self.pending = [], [], 0
+        abort = getattr(self.transport, "abortConnection", None) or self.lose
+        abort()
 
     def _full(self):
         """Past the mark: stop feeding this connection and stop reading it."""

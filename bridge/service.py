@@ -171,10 +171,11 @@ def build(config, reactor=None, clock=None):
     GcTuning(settings["gc_threshold"]).setServiceParent(top)
     if settings["gc_young_interval"]:
         periodic(settings["gc_young_interval"], collect_young, clock,
-                 "young collection").setServiceParent(top)
+                 "young collection", phase=0.5).setServiceParent(top)
     DescriptorLimit().setServiceParent(top)     # before the listeners start
-    # Periodic work has one form: bridge/ owns it as TimerServices on the injected clock
-    # (bridge.clock.periodic; a step that fails is logged and runs again next time). The
+    # Periodic work has one form: bridge/ owns it as services on the injected clock
+    # (bridge.clock.periodic; a step that fails is logged and runs again next time; each
+    # 1 s timer has its own phase, so that they do not all run in one turn). The
     # core only offers tick(now) methods, and keeps its clock's call_later for rare
     # one-off timers (delete-when-unused). The doors' sweeps come with their services.
     periodic(settings["sweep_interval"], broker.tick, clock, "broker sweep").setServiceParent(top)
@@ -185,7 +186,7 @@ def build(config, reactor=None, clock=None):
     doors, listeners = {}, {}
     broker.memory = MemoryWatermark(watermark_bytes(settings["memory_watermark"]), doors)
     periodic(settings["memory_check_interval"], broker.memory.check, clock,
-             "memory watermark").setServiceParent(top)
+             "memory watermark", phase=0.3).setServiceParent(top)
     for name in DOORS:
         module = importlib.import_module(f"mqksbridge.bridge.{name}")
         doors[name], listeners[name] = module.build(config, broker, scheduler, reactor, clock,

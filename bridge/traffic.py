@@ -124,6 +124,10 @@ class DoorTraffic:
         return traffic
 
     def close(self, traffic):
+        """The connection is gone: its counts join the door's totals, and its Traffic lets
+        go of `goodbye` (a method of the connection, which refers to its Traffic: a cycle
+        that only the rare full collection would free)."""
+        traffic.goodbye = None
         if self.live.pop(traffic.id, None) is None:
             return
         self.gone_bytes_in += traffic.bytes_in

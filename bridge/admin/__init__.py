@@ -31,6 +31,7 @@ def build(config, broker, doors, listeners, reactor, clock=None, security=None):
     auth = AdminAuth(security, settings["token"], clock, settings["session_lifetime"],
                      settings["login_failures"], settings["login_window"])
     factory = site(view, metrics, auth)
-    services = [periodic(settings["sample_interval"], sampler.sample, clock, "admin sampler")]
+    services = [periodic(settings["sample_interval"], sampler.sample, clock, "admin sampler",
+                         phase=0.25)]
     services += [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
     return Admin(view, sampler, metrics, factory), services

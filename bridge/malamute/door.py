@@ -488,7 +488,7 @@ def build(config, broker, scheduler, reactor, clock, security=None):
                                 release=security.release if plain else None)
     door.traffic = door.transport.traffic
     sweep = periodic(float(settings["check_interval"]), door.sweep, clock,
-                     "malamute session expiry sweep")
+                     "malamute session expiry sweep", phase=0.85)
     curve = {endpoint: CurveEndpoint(door.transport, curve_keys.load(path))
              for endpoint, path in settings["curve"].items()}
     return door, [*(ZmqListener(reactor, endpoint, curve.get(endpoint, door.transport))

@@ -203,6 +203,7 @@ class ZmtpConnection(protocol.Protocol):
 
     def connectionLost(self, reason):
         self.kept = None
+        self.input.forget()
         steps = [lambda: self.router.detach(self)]
         if self.principal is not None:
             steps.append(lambda: self.router.release(self.principal))

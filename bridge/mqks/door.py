@@ -532,6 +532,7 @@ class MqksConnection(protocol.Protocol):
 
     def connectionLost(self, reason):
         self.kept = None
+        self.input.forget()
         self.outbox.closed = True
         self.door.connections.discard(self)
         door = self.door

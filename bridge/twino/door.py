@@ -16,7 +16,7 @@ from mqksbridge.bridge.convert.twino import wire_id
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
-from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.bridge.outbox import OVER_LIMIT, Outbox
 from mqksbridge.bridge.security import LoginFailed
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.bridge.twino.direct import DIRECT, MAX_PENDING, TwinoDirect
@@ -242,7 +242,8 @@ class TwinoConnection(protocol.Protocol):
         self.input = self.client.input = Input(self.transport, self._carry_on)
         self.kept = None                     # frames of a read not handled yet (input held)
         self.outbox = Outbox(self.transport, door.scheduler, self.client,
-                             door.settings["high_water"], input=self.input)
+                             door.settings["high_water"], input=self.input,
+                             limit=OVER_LIMIT * door.settings["high_water"])
         self.write = self.outbox.write
         self.hs = TwinoServerConnection(door.settings["max_frame_size"],
                                         max_hello=door.settings["max_hello"])
@@ -378,6 +379,7 @@ class TwinoConnection(protocol.Protocol):
         client's reference to it dropped."""
         self.connected = False
         self.kept = None
+        self.input.forget()
         self.outbox.closed = True
         door = self.door
         each(log, "twino connection lost", (lambda: door.traffic.close(self.traffic),
@@ -394,4 +396,4 @@ def build(config, broker, scheduler, reactor, clock, security=None):
     factory = DoorFactory(TwinoConnection, door)
     services = [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
     return door, services + [periodic(settings["check_interval"], door.sweep, clock,
-                                      "twino keep-alive sweep")]
+                                      "twino keep-alive sweep", phase=0.4)]

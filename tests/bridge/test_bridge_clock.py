@@ -1,4 +1,4 @@
-"""bridge.clock: periodic work as TimerServices on the injected clock, and the service tree
+"""bridge.clock: periodic work as services on the injected clock, and the service tree
 built on a task.Clock (every sweep moves only when the clock does)."""
 import pytest_twisted
 from twisted.internet import task
@@ -22,6 +22,43 @@ def test_periodic_runs_on_its_clock_from_start_to_stop():
     timer.stopService()
     clock.pump([1] * 10)
     assert calls == [0, 2, 4] and not clock.getDelayedCalls()
+
+
+def test_a_phase_moves_the_runs_after_the_first():
+    clock, calls = task.Clock(), []
+    timer = periodic(1.0, lambda: calls.append(clock.seconds()), clock, "test", phase=0.25)
+    timer.startService()
+    clock.pump([0.25] * 12)
+    assert calls == [0, 0.25, 1.25, 2.25]
+    timer.stopService()
+    assert not clock.getDelayedCalls()
+
+
+def test_a_late_run_keeps_the_phase_and_skips_what_it_missed():
+    clock, calls = task.Clock(), []
+    timer = periodic(1.0, lambda: calls.append(clock.seconds()), clock, "test", phase=0.5)
+    timer.startService()
+    clock.advance(3.75)                  # a reactor held for over three intervals
+    clock.pump([0.25] * 4)
+    assert calls == [0, 3.75, 4.5]
+    timer.stopService()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_service_trees_timers_of_one_interval_run_in_different_turns():
+    """Started together, the young collection, the keep-alive sweeps and the admin sampler
+    (all every second) ran in one reactor turn, one after the other: a request that came
+    then waited for all of them. Each has its own phase."""
+    clock = task.Clock()
+    config = configuration.load(overrides=NO_LISTENERS)
+    top = build(config, clock=clock)[0]
+    top.startService()
+    try:
+        due = [call.getTime() for call in clock.getDelayedCalls()]
+        assert len(due) >= 6
+        assert len(set(due)) == len(due), sorted(due)
+    finally:
+        await top.stopService()
 
 
 def test_a_periodic_step_that_raises_is_logged_and_the_next_one_runs():

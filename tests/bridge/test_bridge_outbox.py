@@ -148,3 +148,49 @@ def test_a_textqueue_outbox_file_whose_append_raises_costs_only_that_file(failur
     assert not turn.scheduler._dirty and turn.scheduler._call is None
     for service in reversed(services):
         service.stopService()
+
+
+def test_a_closed_outbox_keeps_nothing():
+    """What is written after close would never be sent: a connection that is closing (its
+    transport waiting to write to a peer that does not read) must not collect deliveries."""
+    turn = Turn()
+    outbox, transport = turn.outbox("closing")
+    outbox.write(b"last")
+    outbox.close()
+    for _ in range(1000):
+        outbox.write(b"x" * 100)
+        outbox.defer(b"y", 100)
+    turn.run()
+    assert outbox.parts == [] and outbox.deferred == [] and outbox.pending == 0
+    assert transport.value() == b"last"
+
+
+def test_a_consumer_that_never_reads_is_cut_off_past_the_limit():
+    """Push-all and broadcast queues hand a paused consumer its copy anyway: past the mark
+    its output grows until `limit`, then the connection is aborted and the output let go."""
+    turn = Turn()
+    outbox, transport = turn.outbox("stuck", high_water=1000, limit=10_000)
+    outbox.pauseProducing()                  # the peer does not read: the transport is full
+    for _ in range(10):
+        outbox.write(b"x" * 100)
+    outbox.write(b"x")
+    assert outbox.client.paused and not transport.disconnecting
+    while not outbox.closed:
+        outbox.write(b"x" * 100)             # deliveries to a paused push-all consumer
+        assert outbox.pending <= 10_100
+    assert transport.disconnected and transport.disconnecting     # aborted
+    assert outbox.parts == [] and outbox.pending == 0
+    outbox.write(b"x" * 100)
+    assert outbox.pending == 0
+
+
+def test_output_past_the_mark_is_not_cut_off_while_the_transport_writes():
+    """A consumer that reads, slowly, is paused at the mark, never cut off: the limit
+    counts only while the transport is full."""
+    turn = Turn()
+    outbox, transport = turn.outbox("slow", high_water=1000, limit=2000)
+    for _ in range(50):
+        outbox.write(b"x" * 100)
+    assert not outbox.closed and not transport.disconnecting
+    turn.run()
+    assert transport.value() == b"x" * 5000 and outbox.pending == 0
