@@ -331,8 +331,8 @@ def twisted_endpoint(description):
 
 
 def zmq_endpoint(description):
-    from mqksbridge.bridge.malamute.endpoints import to_twisted
-    twisted_endpoint(to_twisted(description))
+    from mqksbridge.bridge import malamute
+    twisted_endpoint(malamute.to_twisted(description))
 
 
 def listen_users(value):
@@ -344,14 +344,14 @@ def listen_users(value):
 
 def curve_keys(value):
     """[malamute.curve]: endpoint = server key file, each file read and checked now."""
-    from mqksbridge.bridge.malamute.curve_keys import CurveKeyError, load
+    from mqksbridge.bridge import malamute
     if not isinstance(value, dict) or not all(
             isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()):
         return "must be a table of endpoint = CURVE secret key file"
     for path in value.values():
         try:
-            load(path)
-        except CurveKeyError as exc:
+            malamute.load_curve_key(path)
+        except malamute.CurveKeyError as exc:
             return str(exc)
     return None
 

@@ -158,7 +158,7 @@ def build(config, reactor=None, clock=None):
         from twisted.internet import reactor
     if clock is None:
         clock = reactor
-    top = BridgeService(reactor, config["broker"]["shutdown_timeout"])
+    top = BridgeService(clock, config["broker"]["shutdown_timeout"])
     settings = config["broker"]
     security = security_module.build(config)
     broker = Broker(ReactorClock(clock), flow_limit=settings["flow_limit"] or None,

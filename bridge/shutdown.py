@@ -13,6 +13,8 @@ On stopService (twistd: SIGTERM or SIGINT), within `timeout` seconds in all:
    pending output is written and the socket closed) and we wait until they are closed.
 
 What is still open at the deadline is aborted and logged, so a stop always ends in time.
+The deadline is on the injected clock (the broker's and the doors' time), so a test moves
+it with task.Clock rather than waiting for it.
 """
 from twisted.application import service
 from twisted.internet import defer
@@ -25,12 +27,13 @@ log = Logger(namespace="mqksbridge.shutdown")
 
 
 class BridgeService(service.MultiService):
-    """MultiService whose stop is the ordered shutdown above. `doors` (name -> door, each
-    with `.traffic`), `scheduler` (the FlushScheduler) and `broker` are set by build."""
+    """MultiService whose stop is the ordered shutdown above, timed on `clock` (an
+    IReactorTime). `doors` (name -> door, each with `.traffic`), `scheduler` (the
+    FlushScheduler) and `broker` are set by build."""
 
-    def __init__(self, reactor, timeout=10.0):
+    def __init__(self, clock, timeout=10.0):
         super().__init__()
-        self.reactor = reactor
+        self.clock = clock
         self.timeout = timeout
         self.doors = {}
         self.scheduler = None
@@ -54,7 +57,7 @@ class BridgeService(service.MultiService):
         return defer.ensureDeferred(self._stop())
 
     async def _stop(self):
-        deadline = self.reactor.seconds() + self.timeout
+        deadline = self.clock.seconds() + self.timeout
         children = list(self)[::-1]
         for traffic in self.connections():
             traffic.input.hold(SHUTDOWN)
@@ -97,7 +100,7 @@ class BridgeService(service.MultiService):
         def give_up():
             late.append(True)
             waiting.cancel()              # cancels each one: the list then fires
-        timer = self.reactor.callLater(max(0.0, deadline - self.reactor.seconds()), give_up)
+        timer = self.clock.callLater(max(0.0, deadline - self.clock.seconds()), give_up)
         results = await waiting
         if timer.active():
             timer.cancel()

@@ -90,7 +90,15 @@ class RunningBroker:
         for client in self.malamute_clients:
             if client.client._socket is not None:
                 client.client._socket.close(0)
-        await self.top.stopService()
+        # The stop's deadline is on our clock, which only the test moves. Sockets that
+        # have not closed after the bound in real seconds (a client that stopped reading)
+        # are the deadline's to end: the clock is moved to it, and the stop aborts them.
+        overdue = reactor.callLater(self.top.timeout, self.clock.advance, self.top.timeout)
+        try:
+            await self.top.stopService()
+        finally:
+            if overdue.active():
+                overdue.cancel()
 
     async def mqks(self):
         """A connected MQKS line client."""

@@ -15,7 +15,7 @@ from typing import NamedTuple, Optional
 
 from mqksbridge.core.cache import bounded
 from mqksbridge.core.message import Message
-from mqksbridge.protocols.textqueue import Record, journal
+from mqksbridge.protocols.textqueue import Record, journal, unpadded
 
 DOOR = "textqueue"
 ERROR = "error"
@@ -43,11 +43,8 @@ def unpct(text: str) -> str:
 def inbound(record: Record, sender: str, now: float) -> Inbound:
     """A record as a publish; TextQueueError when a variable does not decode (bad base64,
     a frame count that does not add up...). The door's hot path takes one-line records
-    without variables itself: body `raw[1:]`, the file's target, an id of its own."""
-    raw = record.raw
-    if b" \n" in raw or raw.endswith(b" "):
-        raw = _unpadded(raw)
-    env = journal.decode(raw)
+    without variables itself (protocols.textqueue.one_line_body), the file's target, an id of its own."""
+    env = journal.decode(unpadded(record.raw))
     by_name = {}
     for var in record.variables:
         by_name.setdefault(var.name, var)
@@ -72,13 +69,6 @@ def inbound(record: Record, sender: str, now: float) -> Inbound:
                       DOOR, env.tracker, env.priority, expires, created)
     return Inbound(message, unpct(to.value) if to is not None and to.value else None,
                    by_name.get(ERROR), id_room)
-
-
-def _unpadded(raw):
-    """The record with the room after each variable's value taken away (people reserve
-    room with spaces; the journal's own variables never end in a space)."""
-    lines = raw.split(b"\n")
-    return b"\n".join([line.rstrip(b" ") if line[:1] == b"\\" else line for line in lines])
 
 
 def outbound(message, retry: int, error_width: int) -> bytes:

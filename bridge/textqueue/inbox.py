@@ -32,7 +32,7 @@ from mqksbridge.bridge.textqueue import files, targets
 from mqksbridge.core import Client, Message
 from mqksbridge.protocols.textqueue import (
     ORPHAN, Edit, Incomplete, Record, TextQueueError, Variable, edit_key, flip,
-    flip_queued, merge_edits, record_start, rewrite, scan)
+    flip_queued, merge_edits, one_line_body, record_start, rewrite, scan)
 
 log = Logger(namespace="mqksbridge.textqueue")
 
@@ -223,6 +223,7 @@ class InboxFile:
         first = last = None
         count = 0
         taken = []
+        body_of = one_line_body
         while i >= 0:
             raw, offset = raws[i], offsets[i]
             i = controls.find(_DASH, i + 1)
@@ -233,10 +234,11 @@ class InboxFile:
             if matches is not None and (match_end is None or offset <= match_end) and \
                     self._matched(raw, offset, edits):
                 continue
-            if b"\n" in raw or raw[-1] == 13:
+            body = body_of(raw)
+            if body is None:
                 self._record(Record(offset, raw), prefix + str(offset), now, edits)
                 continue
-            message = Message(prefix + str(offset), name, (raw[1:],), None, sender, DOOR,
+            message = Message(prefix + str(offset), name, (body,), None, sender, DOOR,
                               "", False, None, now)
             if direct is not None:
                 direct(message, None, client)

@@ -25,6 +25,7 @@ pipeline can decode just the columns it needs (`decode_fields`) without parsing 
 record into objects.
 """
 import binascii
+import functools
 import re
 import struct
 import urllib.parse
@@ -68,7 +69,6 @@ _ESCAPE_SETS = {extra: (_ESCAPED + extra, re.compile(b"[%s]" % re.escape(_ESCAPE
                 for extra in (b"", b":", b"&=")}
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
 _EQ_SPLIT = methodcaller("split", b"=", 1)
-_lines = {}             # (subject, origin, sender) -> their variable lines
 
 
 class Settle(NamedTuple):
@@ -192,18 +192,15 @@ def _settle_value(reason, settled_at, created_ms, door=None):
     return code[0].encode() + letter + _after(_ms(settled_at) - created_ms, 6)
 
 
-def _sender_lines(key):
+@functools.lru_cache(maxsize=4096)
+def _sender_lines(subject, origin, sender):
     """The `s` and `f` lines of (subject, origin, sender), kept for the next message
     with the same ones (they repeat: a queue sees few subjects and senders)."""
-    if len(_lines) >= 4096:
-        _lines.clear()
-    subject, origin, sender = key
     lines = b""
     if subject:
         lines += b"\\s=" + _pct(subject) + b"\n"
     if origin or sender:
         lines += b"\\f=" + _pct(origin, b":") + b":" + _pct(sender) + b"\n"
-    _lines[key] = lines
     return lines
 
 
@@ -247,10 +244,7 @@ def encode_plain(message, base_ms=0) -> Optional[bytes]:
             or "%" in ident):
         return None
     ident = ident.encode()
-    key = (message.subject, message.origin, message.sender)
-    lines = _lines.get(key)
-    if lines is None:
-        lines = _sender_lines(key)
+    lines = _sender_lines(message.subject, message.origin, message.sender)
     fixed = b"%s\n\\i=%s\n%s\\t=%d\n" % (body, ident, lines,
                                              round(message.created_at * 1000) - base_ms)
     return b"-%s%s%s\n" % (fixed, _FRESH_TAIL, _fast_checksum(fixed))
@@ -459,10 +453,7 @@ def encode_fields(message, base_ms=0, moved=None) -> bytes:
     out = [body, b"\n"]
     if message.id:
         out += (b"\\i=", _pct(message.id), b"\n")
-    key = (message.subject, message.origin, message.sender)
-    lines = _lines.get(key)
-    if lines is None:
-        lines = _sender_lines(key)
+    lines = _sender_lines(message.subject, message.origin, message.sender)
     out.append(lines)
     created = _ms(message.created_at)
     out.append(b"\\t=%d\n" % (created - base_ms))

@@ -6,6 +6,7 @@ every data frame, held byte-equal to the schema by the property tests.
 from __future__ import annotations
 
 import enum
+import functools
 import struct
 import uuid
 from dataclasses import dataclass, replace
@@ -329,7 +330,7 @@ class FrameDecoder:
     therefore sends TTL-1. PING and PONG are exempt.
     """
 
-    __slots__ = ("max_frame_size", "apply_ttl", "expired", "_buf", "_need", "_names", "_flags")
+    __slots__ = ("max_frame_size", "apply_ttl", "expired", "_buf", "_need", "_flags")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, apply_ttl: bool = True):
         self.max_frame_size = max_frame_size
@@ -337,7 +338,6 @@ class FrameDecoder:
         self.expired = 0
         self._buf = bytearray()
         self._need = 0  # size of the pending frame's next readable part, once known
-        self._names = {}  # source + target bytes -> (source, target, source length)
         self._flags = {}  # bytes 0-1 -> _flags() (at most 65536 entries, a few in practice)
 
     @property
@@ -375,11 +375,11 @@ class FrameDecoder:
         """Decode every complete frame in `src`; return the offset of the first unused byte.
 
         Flags come from a per-decoder table of the first two bytes and (source, target)
-        from a small cache, as a connection sends the same few of both over and over: both
-        keep the per-frame path short.
+        from a bounded cache (_names_of), as connections send the same few of both over
+        and over: both keep the per-frame path short.
         """
         unpack, new_frame, append = _WORD_HEAD.unpack_from, Frame, frames.append
-        names, table = self._names, self._flags
+        names, table = _names_of, self._flags
         in_buffer = type(src) is not bytes
         end = len(src)
         limit = self.max_frame_size
@@ -429,9 +429,7 @@ class FrameDecoder:
                     content = view[q:frame_end].tobytes()
             else:
                 content = src[q:frame_end]
-            known = names.get(key)
-            if known is None or known[2] != lsrc:
-                known = self._names_of(key, lsrc)
+            known = names(key, lsrc)
             append(new_frame(
                 kind, first, high, ttl, response, ack,
                 src[p:a].decode("utf-8", "replace") if lid else None, known[0], known[1],
@@ -440,15 +438,12 @@ class FrameDecoder:
         self._need = need
         return pos
 
-    def _names_of(self, key: bytes, lsrc: int) -> tuple[str | None, str | None, int]:
-        """(source, target, source length) of the name bytes `key`, kept for the next frames."""
-        names = self._names
-        if len(names) >= 64:
-            names.clear()
-        known = names[key] = (key[:lsrc].decode("utf-8", "replace") if lsrc else None,
-                              key[lsrc:].decode("utf-8", "replace") if len(key) > lsrc else None,
-                              lsrc)
-        return known
+
+@functools.lru_cache(maxsize=1024)
+def _names_of(key: bytes, lsrc: int) -> tuple[str | None, str | None]:
+    """(source, target) of the name bytes `key`, whose first `lsrc` are the source."""
+    return (key[:lsrc].decode("utf-8", "replace") if lsrc else None,
+            key[lsrc:].decode("utf-8", "replace") if len(key) > lsrc else None)
 
 
 # -- changing encoded frames without decoding them ------------------------------------------
