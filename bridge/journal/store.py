@@ -64,9 +64,9 @@ class QueueJournal:
     def put(self, entry):
         message = entry.message
         if not message.created_at:
-            # MQKS and Malamute publishes carry no arrival time (their hot paths take no
-            # clock reading): the journal stamps it, so records and settle stamps hold
-            # real times for recovery and the pipeline.
+            # every door stamps its publishes; one that came without an arrival time
+            # is stamped here, so records and settle stamps hold real times for
+            # recovery and the pipeline.
             message.created_at = self.store.clock.seconds()
         segment = self.current
         if segment is None:
