@@ -99,6 +99,7 @@ DEFAULTS = {
     "admin": {
         "listen": ["tcp:15680:interface=127.0.0.1"],  # HTTP: JSON API, /metrics, dashboard
         "sample_interval": 1.0,      # seconds between counter samples (rates)
+        "latency_sample_every": 256, # deliveries per connection per timed one (power of 2)
         "token": "",                 # set: the API needs `Authorization: Bearer TOKEN`
         "session_lifetime": 28800.0, # seconds a dashboard login lasts (docs/admin.md)
         "login_failures": 5,         # failed logins per peer within login_window, then
@@ -245,6 +246,16 @@ def integer(low=None, high=None):
         if low is not None and value < low or high is not None and value > high:
             return f"must be between {low} and {high}" if high is not None \
                 else f"must be at least {low}"
+        return None
+    return check
+
+
+def power_of_two(low, high):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "must be an integer"
+        if not low <= value <= high or value & (value - 1):
+            return f"must be a power of two between {low} and {high}"
         return None
     return check
 
@@ -469,6 +480,7 @@ RULES = {
     "textqueue.user": string(),
     "admin.listen": endpoints(twisted_endpoint),
     "admin.sample_interval": number(0.05, 3600.0),
+    "admin.latency_sample_every": power_of_two(1, 1 << 20),
     "admin.token": string(),
     "admin.session_lifetime": number(1.0, 86400.0 * 366),
     "admin.login_failures": integer(1, 1 << 20),

@@ -113,7 +113,7 @@ class BridgeService(service.MultiService):
         return True
 
     def _log_backlog(self):
-        """What stays queued (in memory today: gone with the process), for the record."""
+        """What stays queued (durable queues' in their journals, the rest lost), for the record."""
         if self.broker is None:
             return
         waiting = {name: len(q) for name, q in self.broker.queues.items() if len(q)}

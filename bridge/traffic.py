@@ -11,11 +11,13 @@ is computed per message: the admin side sums and differentiates these once a sec
 A connection that goes has its counts folded into its door's `gone` totals, so door
 totals only ever grow (rates from deltas stay right).
 
-Publish-to-deliver latency is sampled where queue deliveries are counted: every
-SAMPLE_EVERY-th delivery to a connection (the counter's low bits, so no extra state) whose
-message carries its arrival time (`created_at`, stamped by the publishing door) is handed to
-the door's `latency` observer. `out` is a defaultdict: Counter's Python-level item methods
-cost twice as much per increment.
+Publish-to-deliver latency is sampled where deliveries are counted, on every delivery
+path (queues, streams, mailboxes, pulls, outbox files, a door's fast path): when the
+counter just bumped has its low bits clear (`n & traffic.mask`, one delivery in
+`admin.latency_sample_every` per connection and origin, no extra state), the message's
+age (`created_at`, the time of the read it arrived in, stamped by every publishing door)
+is handed to the door's `latency` observer. `out` is a defaultdict: Counter's Python-level
+item methods cost twice as much per increment.
 """
 import itertools
 from collections import Counter, defaultdict
@@ -27,7 +29,7 @@ from twisted.logger import Logger
 from mqksbridge.bridge.inputs import Input
 
 ORIGINS = ("mqks", "malamute", "twino", "textqueue")
-SAMPLE_MASK = 255                     # one delivery in 256 per connection is timed
+SAMPLE_MASK = 255                     # by default one delivery in 256 per connection is timed
 _ids = itertools.count(1)
 log = Logger(namespace="mqksbridge.traffic")
 
@@ -38,7 +40,7 @@ class Traffic:
     close)."""
 
     __slots__ = ("id", "door", "peer", "client", "transport", "input", "outbox", "goodbye",
-                 "opened_at", "bytes_in", "messages_in", "own", "out", "owner")
+                 "opened_at", "bytes_in", "messages_in", "own", "out", "owner", "mask")
 
     def __init__(self, door, peer, transport, outbox, goodbye, opened_at, owner=None,
                  input=None):
@@ -58,18 +60,20 @@ class Traffic:
         # door that stamps arrival times uses `delivered` for those too)
         self.out = defaultdict(int, dict.fromkeys(ORIGINS, 0))   # deliveries by origin door
         self.owner = owner                 # the DoorTraffic (latency observer, clock)
+        self.mask = SAMPLE_MASK if owner is None else owner.mask    # sampled: `not n & mask`
 
     def delivered(self, message):
-        """Count one queue delivery; time one in SAMPLE_MASK + 1 (doors inline this)."""
+        """Count one delivery; time one in mask + 1 (doors inline this)."""
         out, origin = self.out, message.origin
         n = out[origin] + 1
         out[origin] = n
-        if not n & SAMPLE_MASK and message.created_at:
+        if not n & self.mask:
             self.sampled(message)
 
     def sampled(self, message):
+        """Observe this message's age, when it carries its arrival time."""
         owner = self.owner
-        if owner is not None and owner.latency is not None:
+        if owner is not None and owner.latency is not None and message.created_at:
             owner.latency(owner.clock() - message.created_at)
 
     @property
@@ -101,6 +105,7 @@ class DoorTraffic:
         self.gone_bytes_in = self.gone_bytes_out = self.gone_messages_in = 0
         self.gone_out = Counter()
         self.latency = None                # seconds -> None: the admin's histogram
+        self.mask = SAMPLE_MASK            # the admin sets it (admin.latency_sample_every)
         self._empty = []                   # Deferreds waiting for no live connection
 
     def admit(self):

@@ -27,7 +27,7 @@ def build(config, broker, doors, listeners, reactor, clock=None, security=None):
     sampler = Sampler(broker, doors, clock)
     view = AdminView(broker, doors, listeners, sampler, clock,
                      interval=settings["sample_interval"], node=config["twino"]["node"])
-    metrics = Metrics(view)
+    metrics = Metrics(view, settings["latency_sample_every"])
     auth = AdminAuth(security, settings["token"], clock, settings["session_lifetime"],
                      settings["login_failures"], settings["login_window"])
     factory = site(view, metrics, auth)

@@ -135,7 +135,7 @@ class BrokerCollector:
 class Metrics:
     """The registry /metrics renders: the collector plus the two histograms."""
 
-    def __init__(self, view):
+    def __init__(self, view, sample_every=256):
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(view))
         self.latency = Histogram("mqksbridge_publish_to_deliver_seconds",
@@ -146,6 +146,7 @@ class Metrics:
                                buckets=FSYNC_BUCKETS, registry=self.registry)
         for door in view.doors.values():
             door.traffic.latency = self.latency.observe
+            door.traffic.mask = sample_every - 1    # before any connection (Traffic.mask)
 
     def render(self):
         return generate_latest(self.registry)

@@ -41,12 +41,13 @@ def _fits(message):
 
 # -- Malamute publish -> core Message -----------------------------------------------------
 
-def message(raw_door, id, sender, subject, tracker, content, raw, expires_at):
+def message(raw_door, id, sender, subject, tracker, content, raw, expires_at,
+            created_at=0.0):
     """A Malamute SEND as a core Message; `raw` is its DELIVER header, for the kind of
-    DELIVER `raw_door` names. The one place the door's messages are built: positionally,
-    as the hot path needs (see core.message)."""
+    DELIVER `raw_door` names, `created_at` the time of the read it came in. The one place
+    the door's messages are built: positionally, as the hot path needs (see core.message)."""
     return Message(id, subject, content, None, sender, ORIGIN, tracker, False, expires_at,
-                   0.0, raw, raw_door)
+                   created_at, raw, raw_door)
 
 
 # -- core Message -> DELIVER frames --------------------------------------------------------

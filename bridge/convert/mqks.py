@@ -59,15 +59,17 @@ def line_safe(body: bytes) -> bool:
 
 # -- MQKS publish -> core Message ------------------------------------------------------------
 
-def message(req_id: bytes, subject: str, body: bytes, sender: str, event=None) -> Message:
+def message(req_id: bytes, subject: str, body: bytes, sender: str, event=None,
+            created_at=0.0) -> Message:
     """A publish as a core Message; `raw` is the delivery tail an MQKS consumer relays.
 
-    The door passes the event's wire bytes too, so the hot path never re-encodes them."""
+    The door passes the event's wire bytes too, so the hot path never re-encodes them,
+    and the time of the read the line came in (`created_at`)."""
     if event is None:
         event = _wire(subject)
     return Message(req_id.decode("utf-8", "surrogateescape"), subject, (body,), None, sender,
-                   DOOR, "", False, None, 0.0, DELIVERY_TAIL % (req_id, event, body), DOOR,
-                   len(body))
+                   DOOR, "", False, None, created_at, DELIVERY_TAIL % (req_id, event, body),
+                   DOOR, len(body))
 
 
 # -- core Message -> MQKS delivery -------------------------------------------------------------

@@ -84,13 +84,14 @@ class QueueJournal:
     def put(self, entry):
         """Stage the entry: its record is encoded with the rest of the batch's (`encode`,
         which the writer calls when it starts the batch, or this put once STAGED entries
-        wait), so a message settled before then is written settled, in the one append. Until then `entry.record` is the
-        entry's index in `fresh`. Every durable put runs this: no calls it can avoid."""
+        wait), so a message settled before then is written settled, in the one append.
+        Until then `entry.record` is the entry's index in `fresh`. Every durable put runs
+        this: no calls it can avoid."""
         message = entry.message
         if not message.created_at:
-            # MQKS and Malamute publishes carry no arrival time (their hot paths take no
-            # clock reading): the journal stamps it, so records and settle stamps hold
-            # real times for recovery and the pipeline.
+            # every door stamps its publishes; one that came without an arrival time is
+            # stamped here, so records and settle stamps hold real times for recovery and
+            # the pipeline.
             turn = self.turn
             message.created_at = turn.reading or turn.seconds()
         fresh = self.fresh

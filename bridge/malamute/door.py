@@ -88,6 +88,7 @@ class MalamuteDoor:
         """
         sends = self._sends
         peer = self._active(rid)
+        now = self.broker.clock.now()    # the arrival time of every SEND of this read
         i, count = 0, len(messages)
         while i < count:
             frames = messages[i]
@@ -95,7 +96,7 @@ class MalamuteDoor:
                 send = peer.session.send(frames[0])
                 if send.__class__ is Send:
                     try:
-                        i = sends[send.kind](peer, send, messages, i)
+                        i = sends[send.kind](peer, send, messages, i, now)
                     except Exception as exc:     # before the run's first message
                         self._run_failed(peer, frames, exc)
                         i = -(i + 1)
@@ -308,7 +309,7 @@ class MalamuteDoor:
         peer.client.streams.discard(event.stream)
         peer.subscriptions -= len(peer.reads.pop(event.stream, ()))
 
-    def _stream_sends(self, peer, send, messages, i):
+    def _stream_sends(self, peer, send, messages, i, now):
         """messages[i] and the STREAM-SENDs after it with the same header, published to
         the session's stream. Returns the index after the run (negated when the session
         failed on the way)."""
@@ -324,7 +325,7 @@ class MalamuteDoor:
             i += 1
             try:
                 publish(message(RAW_STREAM, new_id(), sender, subject, "", tuple(frames[1:]),
-                                raw, None), client)
+                                raw, None, now), client)
             except Exception as exc:
                 self._run_failed(peer, frames, exc)
                 return -i
@@ -335,7 +336,7 @@ class MalamuteDoor:
     def _expiry(self, timeout):
         return self.broker.clock.now() + timeout / 1000.0 if timeout else None
 
-    def _mailbox_sends(self, peer, send, messages, i):
+    def _mailbox_sends(self, peer, send, messages, i, now):
         """messages[i] and the MAILBOX-SENDs after it with the same header, into the
         mailbox they name. Returns the index after the run (negated when the session
         failed on the way)."""
@@ -352,7 +353,8 @@ class MalamuteDoor:
             i += 1
             try:
                 if mail(message(RAW_MAILBOX, new_id(), sender, subject, tracker,
-                                tuple(frames[1:]), raw, expires_at), peer.client) == DROPPED:
+                                tuple(frames[1:]), raw, expires_at, now),
+                        peer.client) == DROPPED:
                     self.counters["mailbox_dropped"] += 1
                     self.losses["mail over the limit of mailbox", address] += 1
             except Exception as exc:
@@ -367,7 +369,7 @@ class MalamuteDoor:
         return i
 
     # -- services -------------------------------------------------------------------------
-    def _service_sends(self, peer, send, messages, i):
+    def _service_sends(self, peer, send, messages, i, now):
         """messages[i] and the SERVICE-SENDs after it with the same header (a client sends
         bursts of requests to one service): the queue and the expiry once per run.
         Returns the index after the run, negated when the session failed on the way."""
@@ -387,7 +389,7 @@ class MalamuteDoor:
             try:
                 if not put(message(RAW_SERVICE, new_id(), sender, subject, tracker,
                                    (frames[1],) if len(frames) == 2 else tuple(frames[1:]),
-                                   raw, expires_at), None, client):
+                                   raw, expires_at, now), None, client):
                     self.counters["service_dropped"] += 1
                     self.losses["request refused by service", service] += 1
             except Exception as exc:

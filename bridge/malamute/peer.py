@@ -44,7 +44,12 @@ class Peer:
             door.counters["stream_dropped"] += 1
             door.losses["stream copy for slow reader", self.address] += 1
             return
-        self.traffic.out[message.origin] += 1
+        traffic = self.traffic           # Traffic.delivered, inline: every stream copy
+        out, origin = traffic.out, message.origin
+        n = out[origin] + 1
+        out[origin] = n
+        if not n & traffic.mask:
+            traffic.sampled(message)
         try:
             frames = self._frames(stream_frames, stream_name, message)
             if frames is not None:
@@ -53,7 +58,7 @@ class Peer:
             door._failed(self, ("stream delivery", stream_name))
 
     def mailbox(self, mailbox, message):
-        self.traffic.out[message.origin] += 1
+        self.traffic.delivered(message)
         try:
             frames = self._frames(mailbox_frames, mailbox.name, message)
             if frames is not None and (self.gone or not self._send(frames)):

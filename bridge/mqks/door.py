@@ -65,7 +65,11 @@ def _deliver(consumer, entry):
     outlet = consumer.tag
     message = entry.message
     if message.raw_door == DOOR and not entry.retry:
-        outlet.traffic.own += 1          # admin counters: messages out, mqks -> mqks flow
+        traffic = outlet.traffic         # admin counters: messages out, mqks -> mqks flow
+        n = traffic.own + 1
+        traffic.own = n
+        if not n & traffic.mask:         # one in mask + 1 timed (bridge.traffic)
+            traffic.sampled(message)
         outlet.write(outlet.prefix + message.raw)
     else:
         outlet.traffic.delivered(message)
@@ -83,7 +87,8 @@ class MqksDoor:
                  warn_burst=10, warn_interval=60.0):
         self.broker = broker
         self.security = security if security is not None and security.enabled else None
-        self.traffic = DoorTraffic(DOOR, broker.clock.now, max_connections)
+        self.clock = broker.clock.now    # the core's clock: arrival times, once per read
+        self.traffic = DoorTraffic(DOOR, self.clock, max_connections)
         self.warnings = (warn_burst, warn_interval)   # per connection (bridge.logs.Repeats)
         self.scheduler = scheduler
         self.stream = broker.stream(stream)
@@ -152,7 +157,8 @@ class MqksDoor:
         conn.traffic.messages_in += 1
         storage, stream = self.broker.storage, self.stream
         before, refused = storage.appended, stream.refused
-        if self.publish_plain(conn, req_id, event, body) is not False and confirm:
+        if self.publish_plain(conn, req_id, event, body, conn.read_at) is not False \
+                and confirm:
             if storage.appended != before:
                 conn.confirm_after = storage.appended
             if stream.refused == refused:
@@ -168,9 +174,10 @@ class MqksDoor:
             else:
                 conn.when_stored(storage, reply)
 
-    def publish_plain(self, conn, req_id, event, body):
-        """The hot path: one Message, relayable raw tail, routed by exact subject.
-        False when the event is refused (too long; checked only when it is new)."""
+    def publish_plain(self, conn, req_id, event, body, now):
+        """The hot path: one Message, relayable raw tail, routed by exact subject, stamped
+        with `now` (its read's time). False when the event is refused (too long; checked
+        only when it is new)."""
         subject = self._subjects.get(event)
         if subject is None:
             if len(event) > self.max_event:
@@ -180,7 +187,7 @@ class MqksDoor:
             subject = self._subject(event)
         client = conn.client
         try:
-            self._route(_message(req_id, subject, body, client.id, event), client)
+            self._route(_message(req_id, subject, body, client.id, event, now), client)
         except Denied as exc:                # only a guarded stream raises it
             self.security.refused(DOOR, "denied", client.id, str(exc))
             self.fail(conn, req_id, exc, event[:200])
@@ -378,6 +385,7 @@ class MqksConnection(protocol.Protocol):
         self.door.broker.connect(self.client)
         self.input = self.client.input = Input(self.transport, self._carry_on)
         self.kept = None                     # lines of a read not served yet (input held)
+        self.read_at = 0.0                   # when the lines being served were read
         self.outbox = Outbox(self.transport, self.door.scheduler, self.client,
                              self.door.high_water, convert.deliveries, input=self.input)
         self.write = self.outbox.write
@@ -503,6 +511,7 @@ class MqksConnection(protocol.Protocol):
         handle, publish, ack = door.handle, door.publish_plain, door.ack_plain
         held = self.input.reasons
         published = 0                        # admin counter, added once per read
+        self.read_at = now = door.clock()    # every publish of this read arrived now
         lines = iter(lines)
         try:
             for line in lines:
@@ -514,7 +523,7 @@ class MqksConnection(protocol.Protocol):
                         return
                 elif parts[1] == b"publish":
                     published += 1
-                    publish(self, parts[0], parts[2], parts[3])
+                    publish(self, parts[0], parts[2], parts[3], now)
                 else:
                     ack(parts[2], parts[3], self)
         finally:

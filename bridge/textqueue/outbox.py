@@ -127,8 +127,7 @@ class OutboxFile:
         self.consumer = None
 
     def _deliver(self, consumer, entry):
-        out = self.traffic.out
-        out[entry.message.origin] += 1
+        self.traffic.delivered(entry.message)
         self.batch.append(entry)
         if not self.scheduled:
             self.scheduled = True

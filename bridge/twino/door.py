@@ -137,7 +137,7 @@ class TwinoDoor:
 
     def mailbox_deliver(self, mailbox, message):
         conn = mailbox.owner.attrs["twino"]
-        conn.traffic.out[message.origin] += 1
+        conn.traffic.delivered(message)
         try:
             if message.raw_door == DIRECT:
                 conn.write(message.raw)

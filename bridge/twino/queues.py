@@ -17,7 +17,6 @@ from functools import partial
 
 from mqksbridge.bridge.convert import Unrepresentable, dropped
 from mqksbridge.bridge.convert.twino import from_frame, queue_delivery
-from mqksbridge.bridge.traffic import SAMPLE_MASK
 from mqksbridge.core import Consumer
 from mqksbridge.core.channel import numbered, queue_name as core_name
 from mqksbridge.core.queue import BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED
@@ -175,7 +174,7 @@ def deliver(consumer, entry):
         out, origin = traffic.out, message.origin
         n = out[origin] + 1
         out[origin] = n
-        if not n & SAMPLE_MASK and message.created_at:
+        if not n & traffic.mask:
             traffic.sampled(message)
         if message.raw_door is state.raw_door:
             try:
@@ -564,10 +563,10 @@ class TwinoQueues:
         if not entries:
             return write(encode(pull_status(request, NoContent.EMPTY)))
         ack_bit = consumer.manual_ack
-        out = conn.traffic.out
+        delivered = conn.traffic.delivered
         for index, entry in enumerate(entries):
-            out[entry.message.origin] += 1
             message = entry.message
+            delivered(message)
             try:
                 if message.raw_door is state.raw_door:
                     raw = relayed(message)

@@ -75,6 +75,8 @@ def test_every_key_has_a_rule_and_a_line_in_the_docs():
     ({"textqueue": {"outbox": {"jobs": 3}}}, "must be a table of queue name = file name"),
     ({"textqueue": {"outbox": {"a": "x.tq", "b": "x.tq"}}}, "a different file for each"),
     ({"textqueue": {"inbox": "var/inbox"}}, "textqueue.inbox = \"var/inbox\": must be a list"),
+    ({"admin": {"latency_sample_every": 100}},
+     "admin.latency_sample_every = 100: must be a power of two between 1 and"),
 ])
 def test_validator_names_key_and_value(overrides, message):
     with pytest.raises(config.ConfigError) as refused:

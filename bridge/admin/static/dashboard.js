@@ -106,7 +106,7 @@ function drawChart(canvas, history) {
   for (const f of [0, 0.5, 1]) {
     const y = h - pad - f * (h - 2 * pad);
     ctx.beginPath(); ctx.moveTo(0, y); ctx.lineTo(w, y); ctx.stroke();
-    if (f) ctx.fillText(num(Math.round(top * f)) + "/s", 4, y - 3);
+    if (f) ctx.fillText(num(top * f) + "/s", 4, y - 3);   // idle: 0.5/s and 1/s
   }
   const span = 120;          // samples across the width
   const x = k => w - (history.length - 1 - k) * (w / (span - 1));
