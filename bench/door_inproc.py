@@ -161,7 +161,7 @@ def malamute_wire(n, workers, size=len(BODY)):
     """Service requests through the whole door as bytes: ZMTP decode, session, queue,
     DELIVER encode and the outbox (bench.malamute_service_bench does the same over TCP)."""
     from mqksbridge.bridge.malamute.door import MalamuteDoor
-    from mqksbridge.bridge.malamute.zmtp_router import ZmtpConnection, ZmtpRouter
+    from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
     from mqksbridge.bridge.outbox import FlushScheduler
     from mqksbridge.core import Broker, FakeClock
     from mqksbridge.protocols.malamute import codec

@@ -19,7 +19,6 @@ from twisted.web import resource, server
 
 from mqksbridge.bridge.admin import actions
 from mqksbridge.bridge.admin.actions import ActionError
-from mqksbridge.bridge.admin.auth import AdminAuth
 from mqksbridge.bridge.admin.metrics import CONTENT_TYPE as METRICS_TYPE
 from mqksbridge.bridge.admin.view import DEFAULT_LIMIT, MAX_LIMIT
 from mqksbridge.core.permissions import BROKER, QUEUE

@@ -30,7 +30,7 @@ from mqksbridge.bridge.convert import textqueue as convert
 from mqksbridge.bridge.textqueue import files, targets
 from mqksbridge.core import Client, Consumer
 from mqksbridge.protocols.textqueue import (
-    DEFAULT_MAX_RECORD, Record, journal, record_start, scan)
+    DEFAULT_MAX_RECORD, journal, record_start, scan)
 
 log = Logger(namespace="mqksbridge.textqueue")
 

@@ -321,10 +321,8 @@ class _Lines(dict):
     __slots__ = ("base",)
 
     def __missing__(self, key):
-        line = _lines.get(key[:3])
-        if line is None:
-            line = _sender_lines(key[:3])
-        line = self[key] = line + b"\\t=%d\n" % (round(key[3] * 1000) - self.base)
+        line = self[key] = (_sender_lines(*key[:3])
+                            + b"\\t=%d\n" % (round(key[3] * 1000) - self.base))
         return line
 
 

@@ -35,7 +35,7 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
                                  rule)
 
 from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
-from mqksbridge.core.queue import (BROADCAST, CACHE, MODES, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN,
+from mqksbridge.core.queue import (BROADCAST, CACHE, MODES, PULL, PUSH_ALL, ROUND_ROBIN,
                                    STOPPED)
 
 CHANNEL = "ch"

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.interop.conftest import Net
-from tests.interop.sides import STREAM, unique
+from tests.interop.sides import unique
 from tests.support.admin import fetch
 from tests.support.process import BrokerProcess
 

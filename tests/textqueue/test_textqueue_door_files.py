@@ -7,7 +7,6 @@ import fcntl
 import os
 import subprocess
 
-import pytest
 import pytest_twisted
 
 from mqksbridge.bridge.textqueue import files, inbox, watch

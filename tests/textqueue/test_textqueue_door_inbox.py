@@ -9,7 +9,7 @@ import pytest_twisted
 from mqksbridge.bridge.clients import twino
 from mqksbridge.protocols.textqueue import journal, scan
 from mqksbridge.bridge.textqueue import files, inbox
-from tests.support.textqueue import LogCapture, Spool, controls, records, until
+from tests.support.textqueue import LogCapture, Spool, controls, records
 from tests.twino.helpers import make_queue
 
 

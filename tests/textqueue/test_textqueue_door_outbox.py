@@ -8,7 +8,6 @@ import subprocess
 import pytest
 import pytest_twisted
 import textqueue
-from twisted.internet.threads import deferToThread
 
 from mqksbridge.bridge.textqueue import outbox
 from mqksbridge.protocols.textqueue import flip, journal, rewrite
