@@ -297,8 +297,10 @@ class Queue:
                     break
         if (self._flow_limit is not None and len(self.entries) >= self._flow_limit
                 and self.consumers and (mode == ROUND_ROBIN or mode == PUSH_ALL)):
-            # judged on what is left once the consumers took theirs (as the shortcuts do)
-            self.broker.flow.congested(self, publisher)
+            # judged on what is left once the consumers took theirs (as the shortcuts do);
+            # a publisher this queue holds already is nothing new (most puts to a backlog)
+            if publisher is not None and self not in publisher.held:
+                self.broker.flow.congested(self, publisher)
         return True
 
     def _make_room(self, message, forward):
@@ -556,6 +558,9 @@ class Queue:
         moves to the end of the list; unmatched messages wait in FIFO order. Dispatch
         stops when no consumer is ready (one pass over the consumers tells both)."""
         consumers, wait = self.consumers, self.wait_for_ack
+        if (len(consumers) == 1 and not self.priority and not wait and self.shortcuts
+                and self.journal is None):
+            self._drain_matching(consumers[0])
         for lane in (self.priority, self.entries):
             kept = []
             while lane:
@@ -640,6 +645,33 @@ class Queue:
         while entries and c.active and not client.paused:
             entry = entries.popleft()
             self.bytes -= entry.message.size
+            c.delivered += 1
+            self.delivered += 1
+            entry.deliveries += 1
+            deliver(c, entry)
+            observer = entry.observer
+            if observer is not None:
+                observer("sent", entry, c, None, None)
+                entry.notify("ack", c)
+
+    def _drain_matching(self, c):
+        """The backlog to a lone filtered consumer (one Malamute worker behind pipelining
+        clients): the run of waiting entries its filter matches, in order, without the
+        per-entry rotation and calls; stops at the first it does not match (the plain
+        loop goes on from there) or when the consumer pauses, goes or runs out of credit."""
+        if c.manual_ack:
+            return
+        entries, client, deliver, search = self.entries, c.client, c.deliver, None
+        if c.filter is not None:
+            search = c.filter.search
+        while entries and c.active and not client.paused and (c.credit is None or c.credit > 0):
+            entry = entries[0]
+            if search is not None and not search(entry.message.subject):
+                return
+            entries.popleft()
+            self.bytes -= entry.message.size
+            if c.credit is not None:
+                c.credit -= 1
             c.delivered += 1
             self.delivered += 1
             entry.deliveries += 1

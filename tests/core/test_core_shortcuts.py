@@ -1,9 +1,9 @@
-"""Property: a queue's shortcuts (direct hand-over, first match, fan-out, drain) change
-nothing but speed. The same operations run on a queue with shortcuts and on one made with
-shortcuts=False; who got which message, in which order, with which retry count, what the
-producers' observers heard and every counter must be the same after each step, under
-the core's delivery rules (docs/delivery.md): shared copies, requeue by mode, the
-publisher flow control holds."""
+"""Property: a queue's shortcuts (direct hand-over, first match, fan-out, drain, drain
+matching) change nothing but speed. The same operations run on a queue with shortcuts and on
+one made with shortcuts=False; who got which message, in which order, with which retry
+count, what the producers' observers heard and every counter must be the same after each
+step, under the core's delivery rules (docs/delivery.md): shared copies, requeue by mode,
+the publisher flow control holds."""
 import re
 
 from hypothesis import given, settings, strategies as st
@@ -179,8 +179,11 @@ def test_every_shortcut_is_taken_by_the_fast_queue():
         client.pause()                     # a backlog for a lone consumer: _drain
         rr.put_message(Message("n", "a", (b"x",)))
         rr._drain = _spy(rr._drain, hits, "drain")
+        del filtered.put
+        filtered.put_message(Message("n", "a", (b"x",)))   # and for a lone filtered one
+        filtered._drain_matching = _spy(filtered._drain_matching, hits, "drain_matching")
         client.resume()
-    assert taken[True] == {"drain"}
+    assert taken[True] == {"drain", "drain_matching"}
     assert taken[False] == {"direct", "fanout", "first_match"}
 
 
