@@ -11,6 +11,7 @@ from twisted.logger import globalLogPublisher
 
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.service import build
+from tests.support import process
 from tests.support.lines import LineClient
 from tests.support.malamute import AsyncMalamute, RawPeer
 from tests.support.twino import AsyncTwino
@@ -164,6 +165,10 @@ def logged_failures():
     globalLogPublisher.addObserver(observer)
     yield seen
     globalLogPublisher.removeObserver(observer)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    process.stop_all()
 
 
 @pytest.hookimpl(trylast=True)

@@ -8,6 +8,17 @@ import time
 
 TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
 STARTUP_SECONDS = 30
+_LIVE = set()           # every broker process started and not yet seen stopped
+
+
+def stop_all():
+    """Kill the brokers tests left running (one that failed before its stop): an orphan
+    would keep loading the machine for the rest of the suite and after it."""
+    for process in list(_LIVE):
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    _LIVE.clear()
 
 
 def free_port():
@@ -49,6 +60,7 @@ class BrokerProcess:
                 self.process = subprocess.Popen(args, cwd=self.workdir, stdout=log,
                                                 stderr=subprocess.STDOUT,
                                                 preexec_fn=self._limits if self.nofile else None)
+            _LIVE.add(self.process)
             if all(self._wait_for(port) for port in self.ports.values()):
                 return self
             self.stop()
@@ -77,3 +89,4 @@ class BrokerProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+        _LIVE.discard(self.process)
