@@ -71,10 +71,12 @@ class Traffic:
             self.sampled(message)
 
     def sampled(self, message):
-        """Observe this message's age, when it carries its arrival time."""
+        """Observe this message's age, when it carries its arrival time. Never below 0:
+        doors stamp arrival with a reading taken once per read or turn, which can be a
+        little later than the delivering door's own reading."""
         owner = self.owner
         if owner is not None and owner.latency is not None and message.created_at:
-            owner.latency(owner.clock() - message.created_at)
+            owner.latency(max(owner.clock() - message.created_at, 0.0))
 
     @property
     def bytes_out(self):

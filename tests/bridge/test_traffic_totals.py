@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqksbridge.bridge.traffic import ORIGINS, DoorTraffic
+from mqksbridge.core import Message
 
 
 class Sent:
@@ -51,3 +52,16 @@ def test_totals_equal_the_per_connection_sum(door, connections):
             traffic.close(t)
     fast, plain = traffic.totals(), plain_totals(traffic)
     assert fast == plain
+
+
+def test_a_latency_is_never_observed_below_zero():
+    """A door stamps arrival with a reading taken once per read or turn; the delivering
+    door's reading can be a little earlier. The histogram gets 0, not a negative age."""
+    now = [100.0]
+    traffic = DoorTraffic("twino", lambda: now[0])
+    seen = []
+    traffic.latency = seen.append
+    t = traffic.open(("peer", 1), None, None, None, input=object())
+    t.sampled(Message("m1", "s", (b"x",), created_at=100.00002))
+    t.sampled(Message("m2", "s", (b"x",), created_at=99.5))
+    assert seen == [0.0, 0.5]

@@ -63,7 +63,7 @@ def _publish_cost(door, conn, count=3000):
     publish = door.publish_plain
     started = time.thread_time()
     for i in range(count):
-        publish(conn, b"m%d" % i, b"orders.created", b"body")
+        publish(conn, b"m%d" % i, b"orders.created", b"body", 0.0)
     return time.thread_time() - started
 
 
