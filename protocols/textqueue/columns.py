@@ -173,7 +173,7 @@ class _Columns:
         per continuation space; a base64 body is decoded (as decode would, errors too)."""
         encs = self._values(b"enc")
         bodies = self._heads()[1]
-        if not any(encs):
+        if encs.count(None) == len(encs):           # no `enc` at all (an empty one is bad)
             return [len(body) - body.count(b"\n ") for body in bodies]
         counts = self._values(b"frames")
         return [len(body) - body.count(b"\n ") if enc is None

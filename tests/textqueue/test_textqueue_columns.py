@@ -93,6 +93,7 @@ def test_columns_equal_the_record_decoder_on_plain_textqueue_records(items):
 @settings(max_examples=500, deadline=None)
 @given(soup)
 @example(b"-\n\\e= \x00\n")      # a stamp after a space: blank to neither path
+@example(b"-\n\\enc=\n")          # an empty encoding is bad to both paths, not "none"
 def test_columns_on_garbage_raise_only_the_codec_error(data):
     _check(_raws(data), 0)
 
