@@ -153,7 +153,8 @@ class AdminAuth:
         if found is None:
             raise ActionError(401, "no such session (log in again)")
         if found.expires <= self.clock.seconds():
-            del self.sessions[key]
+            # kept (the next login sweeps it; MAX_SESSIONS bounds it): the page's parallel
+            # requests must all say why, not the first "expired" and the rest "no such"
             raise ActionError(401, "the session expired (log in again)")
         return Identity(found.principal.user, "session", found.principal, found)
 

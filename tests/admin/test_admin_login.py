@@ -206,8 +206,11 @@ async def test_login_form_session_cookie_csrf_expiry_and_logout(running, tmp_pat
     status, got, answer = await acall(port, "GET", "/api/overview",
                                       headers=session_headers(cookie))
     assert (status, answer) == (401, {"error": "the session expired (log in again)"})
-    status, _, answer = await acall(port, "GET", "/api/overview",
+    status, _, answer = await acall(port, "GET", "/api/queues",      # the page's next one
                                     headers=session_headers(cookie))
+    assert (status, answer) == (401, {"error": "the session expired (log in again)"})
+    status, _, answer = await acall(port, "GET", "/api/overview",
+                                    headers=session_headers("mqksbridge_session=made-up"))
     assert status == 401 and "no such session" in answer["error"]
 
     cookie, csrf, _ = await log_in(port, "jobs", "jobs-secret")
