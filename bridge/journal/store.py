@@ -174,6 +174,9 @@ class QueueJournal:
         if type(slot) is int:               # staged: written settled (encode)
             turn = self.turn
             now = turn.reading or turn.seconds()
+            created = entry.message.created_at
+            if created > now:               # stamped by its door after this turn's reading:
+                now = created               # a settle never precedes its arrival
             if self._run != (reason, now, door):    # a new run (records.settle_runs)
                 self._run = (reason, now, door)
                 self.fresh_runs.append((len(self.fresh_settled), reason, now, door))
@@ -184,8 +187,8 @@ class QueueJournal:
         if door is not None and door not in _DOORS:
             door = None                     # a door the stamp has no letter for
         segment = slot.segment
-        now = self.store.turn.seconds()
         created = entry.message.created_at
+        now = max(self.store.turn.seconds(), created)
         places = self._places(slot)
         try:
             edits = records.settle_edits(places, reason, now, created, door)

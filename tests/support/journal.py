@@ -55,7 +55,8 @@ class Harness:
         mid = fields.pop("id", "m%d" % self.sent)
         message = Message(mid, fields.pop("subject", "s"),
                           (body if body is not None else b"body %d" % self.sent,),
-                          created_at=self.clock.seconds(), **fields)
+                          created_at=fields.pop("created_at", self.clock.seconds()),
+                          **fields)
         queue = self.queue(name)
         storage = self.broker.storage
         before = storage.appended
