@@ -38,21 +38,28 @@ class Net:
 SIDES = {"malamute": Malamute, "mqks": Mqks, "textqueue": TextQueue, "twino": Twino}
 
 
+def spool_broker(workdir, settings, doors=("mqks", "malamute", "twino"), args=()):
+    """A started broker process whose TextQueue door reads an inbox directory and an
+    outbox directory (`process.inbox`, `process.outbox`), with `settings` (TOML sections)
+    in its configuration file."""
+    inbox, outbox = str(workdir / "inbox"), str(workdir / "outbox")
+    config = workdir / "broker.toml"
+    config.write_text(settings + "[textqueue]\n"
+                      f"inbox = {json.dumps([inbox])}\noutbox_dirs = {json.dumps([outbox])}\n"
+                      "poll_interval = 0.1\n")
+    process = BrokerProcess(workdir, doors=doors,
+                            args=["--config", str(config), *args]).start()
+    process.inbox, process.outbox = inbox, outbox
+    return process
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     """The broker process sweeps every 0.1 s, so a test of an ack timeout waits for the
-    nack about as long as the timeout it set (the process runs on the wall clock). Its
-    TextQueue door reads an inbox directory and an outbox directory."""
-    workdir = tmp_path_factory.mktemp("interop")
-    inbox, outbox = str(workdir / "inbox"), str(workdir / "outbox")
-    config = workdir / "interop.toml"
-    config.write_text("[broker]\nsweep_interval = 0.1\n[textqueue]\n"
-                      f"inbox = {json.dumps([inbox])}\noutbox_dirs = {json.dumps([outbox])}\n"
-                      "poll_interval = 0.1\n")
-    process = BrokerProcess(workdir, doors=("mqks", "malamute", "twino"),
-                            args=["--config", str(config),
-                                  "--mqks-max-line", str(MAX_LINE)]).start()
-    process.inbox, process.outbox = inbox, outbox
+    nack about as long as the timeout it set (the process runs on the wall clock)."""
+    process = spool_broker(tmp_path_factory.mktemp("interop"),
+                           "[broker]\nsweep_interval = 0.1\n",
+                           args=["--mqks-max-line", str(MAX_LINE)])
     yield process
     process.stop()
 

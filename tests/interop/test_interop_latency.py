@@ -6,15 +6,12 @@ A real `twistd` with `admin.latency_sample_every = 1`, so every delivery is time
 histogram's count, read through /metrics with prometheus_client's own parser, grows by
 exactly the deliveries a test made.
 """
-import json
-
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.interop.conftest import Net
+from tests.interop.conftest import spool_broker
 from tests.interop.sides import unique
 from tests.support.admin import fetch
-from tests.support.process import BrokerProcess
 
 DOORS = ("mqks", "malamute", "twino", "textqueue")
 HISTOGRAM = "mqksbridge_publish_to_deliver_seconds"
@@ -22,24 +19,12 @@ HISTOGRAM = "mqksbridge_publish_to_deliver_seconds"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("latency")
-    inbox, outbox = str(workdir / "inbox"), str(workdir / "outbox")
-    config = workdir / "latency.toml"
-    config.write_text("[admin]\nlatency_sample_every = 1\n[textqueue]\n"
-                      f"inbox = {json.dumps([inbox])}\noutbox_dirs = {json.dumps([outbox])}\n"
-                      "poll_interval = 0.1\n")
-    process = BrokerProcess(workdir, doors=("mqks", "malamute", "twino", "admin"),
-                            args=["--config", str(config)]).start()
-    process.inbox, process.outbox = inbox, outbox
+    """Every delivery timed; conftest's `net` talks to this broker."""
+    process = spool_broker(tmp_path_factory.mktemp("latency"),
+                           "[admin]\nlatency_sample_every = 1\n",
+                           doors=("mqks", "malamute", "twino", "admin"))
     yield process
     process.stop()
-
-
-@pytest.fixture
-def net(broker):
-    network = Net(broker.ports, broker.inbox, broker.outbox)
-    yield network
-    network.close()
 
 
 def timed(net):
