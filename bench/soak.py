@@ -56,10 +56,9 @@ def raise_nofile():
 # -- roles (each in its own process) -----------------------------------------------------------
 
 def role_healthy(ports, which):
-    """One door's probe (PROBED[which]), ten a second, in a process of its own so that
-    the probes never wait for each other's interpreter lock; each starts `which` x 25 ms
-    into every 100 ms, so the four do not arrive at the broker in the same instant. One
-    JSON line a second: {door: [latency ms, ...]}."""
+    """One door's probe (PROBED[which]), ten a second on average at random times, in a
+    process of its own so that the probes never wait for each other's interpreter lock.
+    One JSON line a second: {door: [latency ms, ...]}."""
     from mqksbridge.bridge.clients import twino
     from mqksbridge.bridge.clients.malamute import MalamuteClient
     from mqksbridge.bridge.clients.mqks import MqksClient
@@ -73,14 +72,17 @@ def role_healthy(ports, which):
             samples.append(seconds * 1000)
 
     def paced(probe):
-        period = 1 / PROBES_PER_SECOND
-        next_at = (time.monotonic() // period + 1) * period + which * period / len(PROBED)
+        """Probes at random intervals, exponential with a mean of 100 ms: Poisson arrivals
+        see the broker's time average. On a fixed 100 ms lattice a probe locked onto the
+        phase of the hostile clients' once-a-second bursts, and one door's p99 (one probe
+        in ten) measured nothing but the turn that serves the burst: which door depended
+        on the run (MQKS 12x in one, Twino 2x in the next, of the same code)."""
+        rng = random.Random(which)
+        next_at = time.monotonic()
         while True:
+            next_at = max(next_at, time.monotonic()) + rng.expovariate(PROBES_PER_SECOND)
             time.sleep(max(0.0, next_at - time.monotonic()))
             probe()
-            next_at += period
-            if next_at < time.monotonic():   # a late probe: keep the phase, no burst
-                next_at += (time.monotonic() - next_at) // period * period + period
 
     def mqks():
         sub, pub = MqksClient(port=ports["mqks"], timeout=60), MqksClient(port=ports["mqks"])
@@ -132,6 +134,10 @@ def role_healthy(ports, which):
 # Malamute sessions expire after `malamute.timeout` (60 s) without a frame from the client:
 # the load's reader and the stuck reader, which only receive, ping this often.
 KEEPALIVE = 20.0
+# The hostile clients spread what they send over each second, a slice every TICK, as
+# independent clients would: a once-a-second burst is served in one turn that a probe
+# can lock onto (docs/limits.md, "Soak").
+TICK = 0.01
 
 
 def role_load(ports):
@@ -317,35 +323,42 @@ def role_idle(ports, count):
                 pool.poll(0)
     print("ready", flush=True)
     pings = {door: _ping_bytes(door) for door in shares}
-    turn, next_turn = 0, time.monotonic() + 1
+    # each connection's keep-alive every KEEPALIVE s on a timer of its own, as clients'
+    # timers would be: every TICK, the connections whose turn it is. (Sent a twentieth
+    # at a time once a second, the pings came as one burst that the broker served in one
+    # turn, and a probe that locked onto its phase measured only that turn.)
+    slices = int(KEEPALIVE / TICK)
+    tick, next_tick = 0, time.monotonic() + TICK
     while True:
-        pool.poll(max(0.0, next_turn - time.monotonic()))
+        pool.poll(max(0.0, next_tick - time.monotonic()))
         for door, i in pool.dead:
             live.append((door, pool.open(door, firsts[door](i), i)))
         pool.dead.clear()
-        if time.monotonic() < next_turn:
+        if time.monotonic() < next_tick:
             continue
-        # each connection's keep-alive every 20 s, a twentieth of them each second, as
-        # clients' own timers would be (not all 2,000 in the same millisecond)
-        next_turn += 1
-        live = [(d, s) for d, s in live if s.fileno() >= 0]
-        for door, s in live[turn % 20::20]:
-            if door != "mqks":
+        next_tick += TICK
+        if tick % slices == 0:
+            live = [(d, s) for d, s in live if s.fileno() >= 0]
+        for door, s in live[tick % slices::slices]:
+            if door != "mqks" and s.fileno() >= 0:
                 pool.send(s, pings[door])
-        turn += 1
-        if turn % 20 == 0:
+        tick += 1
+        if tick % 2000 == 0:
             print(json.dumps({"reopened": pool.closed}), flush=True)
 
 
 def role_slowloris(ports, per_door=30):
-    """A byte a second on each connection, of a request that never ends."""
+    """A byte a second on each connection, of a request that never ends (each connection
+    at its own moment in the second: a slice every TICK)."""
     pool = Sockets(ports)
     starts = {"mqks": b"x1 publish soak.slow " + b"y" * 1_000_000,
               "twino": _hello_bytes()[:9] + b"\x00" * 100_000,
               "malamute": _open_bytes("slow")[:20]}
     conns = [[door, pool.open(door), 0] for door in starts for _ in range(per_door)]
+    slices = int(1 / TICK)
+    tick, next_tick = 0, time.monotonic()
     while True:
-        for conn in conns:
+        for conn in conns[tick % slices::slices]:
             door, s, at = conn
             if s.fileno() < 0:
                 conn[1], conn[2] = pool.open(door), 0
@@ -353,32 +366,35 @@ def role_slowloris(ports, per_door=30):
             if at < len(starts[door]):
                 pool.send(s, starts[door][at:at + 1])
                 conn[2] += 1
-        pool.poll(1.0)
+        tick += 1
+        next_tick += TICK
+        pool.poll(max(0.0, next_tick - time.monotonic()))
         pool.dead.clear()
 
 
 def role_garbage(ports, per_second=10):
-    """New connections that send 2 KB of random bytes and hang up after a second."""
+    """New connections that send 2 KB of random bytes and hang up after a second:
+    `per_second` a second per door, one every 1 / (3 x per_second) s, the doors in turn."""
     rng = random.Random(12)
     pool = Sockets(ports)
-    opened, next_round = [], time.monotonic()
+    doors = ("mqks", "twino", "malamute")
+    opened, turn, next_at = [], 0, time.monotonic()
     while True:
-        if time.monotonic() < next_round:
-            pool.poll(next_round - time.monotonic())
+        if time.monotonic() < next_at:
+            pool.poll(next_at - time.monotonic())
             continue
-        next_round += 1.0
-        for door in ("mqks", "twino", "malamute"):
-            for _ in range(per_second):
-                try:
-                    opened.append((time.monotonic(), pool.open(door, rng.randbytes(2048))))
-                except OSError:
-                    pass
+        next_at += 1.0 / (len(doors) * per_second)
+        try:
+            opened.append((time.monotonic(),
+                           pool.open(doors[turn % len(doors)], rng.randbytes(2048))))
+        except OSError:
+            pass
+        turn += 1
         while opened and time.monotonic() - opened[0][0] > 1.0:
             s = opened.pop(0)[1]
             if s.fileno() >= 0:
                 pool.selector.unregister(s)
                 s.close()
-        opened = [(t, s) for t, s in opened if s.fileno() >= 0]
 
 
 def role_echo(ports):

@@ -116,7 +116,8 @@ DEFAULTS = {
         "format": "text",            # text | json (one JSON object per line)
         "warn_burst": 10,            # warnings logged per connection per warn_interval; the
         "warn_interval": 60.0,       # rest are counted and the count logged (docs/limits.md)
-    },
+        "door_warn_burst": 100,      # lines about clients per door per warn_interval, all of
+    },                               #   its connections together
     "durability": {                  # durable queues: TextQueue journals (docs/guide.md)
         "queues": [],                # fnmatch patterns on core queue names
         "mailboxes": [],             # fnmatch patterns on mailbox names
@@ -493,6 +494,7 @@ RULES = {
     "log.format": string("text", "json"),
     "log.warn_burst": integer(1, 1 << 20),
     "log.warn_interval": SECONDS,
+    "log.door_warn_burst": integer(1, 1 << 20),
     "durability.queues": patterns,
     "durability.mailboxes": patterns,
     "durability.fsync": string("always", "interval", "never"),

@@ -12,7 +12,8 @@ JSON line to that file for:
   `sys._current_frames()` (`stall`: the most frequent stacks, innermost frame first). A
   collection holds the interpreter lock throughout and shows as a lag with no samples;
 - every 10 s, the lengths of the reactor turns' two parts, timed calls and I/O events
-  (`turns`: counts by length, and what ran in the parts over 3 ms), with Python's count
+  (`turns`: counts by length, what ran in the parts over 1 ms, and the milliseconds
+  each timed call and connection kind took), with Python's count
   of allocated blocks (`blocks`: do Python objects grow, or only the resident size?).
 """
 import os
@@ -73,7 +74,7 @@ if os.environ.get("STALLWATCH") and sys.argv and sys.argv[0].endswith("twistd"):
                        top=[[n, list(s)] for s, n in Counter(samples).most_common(3)])
             time.sleep(0.02)
 
-    _BUCKETS = (1, 2, 5, 10, 20, 50)        # ms: a turn's part counted in the first it fits
+    _BUCKETS = (0.5, 1, 2, 5, 10, 20, 50)   # ms: a turn's part counted in the first it fits
 
     def _bucket(ms):
         for edge in _BUCKETS:
@@ -97,19 +98,22 @@ if os.environ.get("STALLWATCH") and sys.argv and sys.argv[0].endswith("twistd"):
     def _time_turns(reactor):
         """Every reactor turn's two parts, timed on the reactor thread: its due timed calls
         (runUntilCurrent) and the I/O events one poll returned (each _doReadOrWrite). Every
-        10 s a `turns` line: how many of each part fell in each length bucket, and which
-        timed calls and connection kinds ran in the parts over 3 ms."""
+        10 s a `turns` line: how many of each part fell in each length bucket, which timed
+        calls and connection kinds ran in the parts over 1 ms (a p99 of a millisecond is
+        made of those), and the milliseconds each timed call and connection kind took in
+        all (`cost_timers`, `cost_io`)."""
         perf = time.perf_counter
         io = {"ms": 0.0, "events": 0, "kinds": Counter()}
         hist = {"timers": Counter(), "io": Counter()}
         slow = {"timers": Counter(), "io": Counter()}
+        cost = {"timers": Counter(), "io": Counter()}
         run_timers, read_or_write = reactor.runUntilCurrent, reactor._doReadOrWrite
 
         def timers():
             if io["events"]:
                 ms = io["ms"]
                 hist["io"][_bucket(ms)] += 1
-                if ms > 3:
+                if ms > 1:
                     for kind, n in io["kinds"].items():
                         slow["io"][kind] += n
                 io["ms"], io["events"] = 0.0, 0
@@ -121,19 +125,24 @@ if os.environ.get("STALLWATCH") and sys.argv and sys.argv[0].endswith("twistd"):
             ms = (perf() - started) * 1000
             if due:
                 hist["timers"][_bucket(ms)] += 1
-                if ms > 3:
-                    for c in due:
-                        slow["timers"][_call_name(c)] += 1
+                names = [_call_name(c) for c in due]
+                for name in names:
+                    cost["timers"][name] += ms / len(names)
+                if ms > 1:
+                    for name in names:
+                        slow["timers"][name] += 1
 
         def timed_read_or_write(selectable, fd, event):
             started = perf()
             try:
                 return read_or_write(selectable, fd, event)
             finally:
-                io["ms"] += (perf() - started) * 1000
+                ms = (perf() - started) * 1000
+                io["ms"] += ms
                 io["events"] += 1
-                protocol = getattr(selectable, "protocol", selectable)
-                io["kinds"][type(protocol).__name__] += 1
+                kind = type(getattr(selectable, "protocol", selectable)).__name__
+                io["kinds"][kind] += 1
+                cost["io"][kind] += ms
 
         reactor.runUntilCurrent = timers
         reactor._doReadOrWrite = timed_read_or_write
@@ -142,8 +151,10 @@ if os.environ.get("STALLWATCH") and sys.argv and sys.argv[0].endswith("twistd"):
             _write(kind="turns", blocks=sys.getallocatedblocks(),
                    timers=dict(hist["timers"]), io=dict(hist["io"]),
                    slow_timers=slow["timers"].most_common(8),
-                   slow_io=slow["io"].most_common(8))
-            for part in (hist, slow):
+                   slow_io=slow["io"].most_common(8),
+                   cost_timers=[[k, round(v, 1)] for k, v in cost["timers"].most_common(8)],
+                   cost_io=[[k, round(v, 1)] for k, v in cost["io"].most_common(8)])
+            for part in (hist, slow, cost):
                 for counter in part.values():
                     counter.clear()
         from twisted.internet import task

@@ -65,7 +65,7 @@ class BrokerCollector:
                                     "Messages delivered through door `to` that were "
                                     "published through door `from`", labels=["from", "to"])
         for name, door in view.doors.items():
-            totals = door.traffic.totals()
+            totals = view.sampler.totals(name, door)     # as of the last sample
             for key, family in door_families.items():
                 family.add_metric([name], totals[key])
             for origin, count in sorted(totals["flows_in"].items()):

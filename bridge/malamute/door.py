@@ -16,6 +16,7 @@ from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.config import size_limit
 from mqksbridge.bridge.convert.malamute import RAW_MAILBOX, RAW_SERVICE, RAW_STREAM, message
+from mqksbridge.bridge.logs import door_repeats
 from mqksbridge.bridge.malamute.peer import Peer
 from mqksbridge.bridge.malamute import curve_keys
 from mqksbridge.bridge.malamute.endpoints import ZmqListener
@@ -487,7 +488,8 @@ def build(config, broker, scheduler, reactor, clock, security=None):
                                 mechanism=zmtp_codec.PLAIN if plain else zmtp_codec.NULL,
                                 login=security.login if plain else None,
                                 admit=partial(admit, security) if plain else None,
-                                release=security.release if plain else None)
+                                release=security.release if plain else None,
+                                warnings=door_repeats(config, clock.seconds, DOOR))
     door.traffic = door.transport.traffic
     sweep = periodic(float(settings["check_interval"]), door.sweep, clock,
                      "malamute session expiry sweep", phase=0.85)

@@ -27,6 +27,7 @@ from twisted.logger import Logger
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.listeners import Refused
+from mqksbridge.bridge.logs import Repeats
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.protocols.zmtp import codec
@@ -157,7 +158,8 @@ class ZmtpConnection(protocol.Protocol):
             if isinstance(event, Ping):
                 self.outbox.write(codec.pong(event.context))
             elif isinstance(event, PeerError):
-                log.info("zmtp peer closing: {reason}", reason=event.reason)
+                self.router.warnings.info(log, "zmtp", "zmtp peer closing: {reason}",
+                                          reason=event.reason)
                 return self.transport.loseConnection()
 
     def _login(self, hello):
@@ -182,7 +184,8 @@ class ZmtpConnection(protocol.Protocol):
         """ZAP's status codes: 400 a bad login, 300 a temporary refusal (libzmq clients
         report either as EVENT_HANDSHAKE_FAILED_AUTH with the code, and reconnect)."""
         self.router.refused += 1
-        log.info("zmtp PLAIN login refused ({status}): {reason}", status=status, reason=reason)
+        self.router.warnings.info(log, "zmtp", "zmtp PLAIN login refused ({status}): {reason}",
+                                  status=status, reason=reason)
         if self.zmtp.state != "closed":
             self.outbox.write(self.zmtp.deny(status))
             self.outbox.close()
@@ -194,7 +197,8 @@ class ZmtpConnection(protocol.Protocol):
         self.router.refused += 1
         self.router.unopened.pop(self, None)
         if not quiet:
-            log.info("zmtp connection refused: {reason}", reason=reason)
+            self.router.warnings.info(log, "zmtp", "zmtp connection refused: {reason}",
+                                      reason=reason)
         if self.zmtp.state != "greeting":
             self.outbox.write(codec.error(reason))
         self.zmtp.state = "closed"
@@ -242,13 +246,16 @@ class ZmtpRouter(protocol.Factory):
 
     def __init__(self, scheduler, on_message, on_gone, *, high_water=10_000,
                  max_message=codec.DEFAULT_MAX_MESSAGE, max_frames=codec.DEFAULT_MAX_FRAMES,
-                 traffic=None, mechanism=codec.NULL, login=None, admit=None, release=None):
+                 traffic=None, mechanism=codec.NULL, login=None, admit=None, release=None,
+                 warnings=None):
         self.scheduler = scheduler
         self.mechanism = mechanism       # NULL, or PLAIN with `login(user, password)`:
         self.login = login               # a Deferred firing with who it is, or failing
         self.admit = admit or (lambda principal: True)      # a login's user may connect
         self.release = release or (lambda principal: None)  # (per-user max_connections)
         self.traffic = traffic or DoorTraffic("zmtp", scheduler.seconds)   # admin counters
+        # the door's budget of log lines about its peers (bridge.logs)
+        self.warnings = warnings or Repeats(scheduler.seconds, name="zmtp")
         self.deliver = on_message
         self.on_gone = on_gone
         self.high_water = high_water

@@ -18,7 +18,7 @@ from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.names import to_name, to_wire
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
-from mqksbridge.bridge.logs import Repeats
+from mqksbridge.bridge.logs import Repeats, door_repeats
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer, Denied
@@ -84,12 +84,14 @@ class MqksDoor:
 
     def __init__(self, broker, scheduler, stream="mqks", max_line=1 << 20,
                  high_water=1 << 20, max_event=1024, security=None, max_connections=0,
-                 warn_burst=10, warn_interval=60.0):
+                 warn_burst=10, warnings=None):
         self.broker = broker
         self.security = security if security is not None and security.enabled else None
         self.clock = broker.clock.now    # the core's clock: arrival times, once per read
         self.traffic = DoorTraffic(DOOR, self.clock, max_connections)
-        self.warnings = (warn_burst, warn_interval)   # per connection (bridge.logs.Repeats)
+        # log lines about clients: the door's budget, and each connection's (bridge.logs)
+        self.warnings = warnings or Repeats(self.clock, name="mqks door")
+        self.warn_burst = warn_burst
         self.scheduler = scheduler
         self.stream = broker.stream(stream)
         self._route = self.stream.publish
@@ -390,7 +392,9 @@ class MqksConnection(protocol.Protocol):
                              self.door.high_water, convert.deliveries, input=self.input)
         self.write = self.outbox.write
         self.framer = LineFramer(self.door.max_line)
-        self.warnings = Repeats(self.door.broker.clock.now, *self.door.warnings)
+        door_warnings = self.door.warnings
+        self.warnings = Repeats(door_warnings.clock, self.door.warn_burst,
+                                door_warnings.interval, parent=door_warnings)
         self.door.connections.add(self)
         self.traffic = self.door.traffic.open(address, self.transport, self.outbox, self.goodbye,
                                               self.input)
@@ -562,7 +566,7 @@ def build(config, broker, scheduler, reactor, clock, security=None):
                     max_event=int(settings["max_event"]), security=security,
                     max_connections=int(settings["max_connections"]),
                     warn_burst=int(config["log"]["warn_burst"]),
-                    warn_interval=float(config["log"]["warn_interval"]))
+                    warnings=door_repeats(config, broker.clock.now, DOOR))
     users, auth = settings["listen_users"], set(settings["auth"])
     return door, [ListenerService(reactor, endpoint,
                                   DoorFactory(MqksConnection, door, users.get(endpoint),

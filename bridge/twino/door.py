@@ -7,6 +7,7 @@ queues (data path), ops (operations 601-663), direct (client to client), events
 (subscriptions), routers (0x17 and bindings).
 """
 import sys
+from functools import partial
 
 from twisted.internet import protocol
 from twisted.logger import Logger
@@ -16,6 +17,7 @@ from mqksbridge.bridge.convert.twino import wire_id
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.listeners import DoorFactory, ListenerService
+from mqksbridge.bridge.logs import Repeats, door_repeats
 from mqksbridge.bridge.outbox import OVER_LIMIT, Outbox
 from mqksbridge.bridge.security import LoginFailed
 from mqksbridge.bridge.traffic import DoorTraffic
@@ -51,6 +53,7 @@ class TwinoDoor:
         self.node_id = new_id()
         self.connections = set()
         self.traffic = DoorTraffic(DOOR, clock.seconds, int(settings["max_connections"]))
+        self.warnings = Repeats(clock.seconds, name="twino door")  # its log lines (build)
         self.queues = TwinoQueues(self)
         self.direct = TwinoDirect(self)
         self.events = TwinoEvents(self)
@@ -181,8 +184,11 @@ class TwinoDoor:
         """Once per check_interval: close unfinished handshakes, PING idle clients, close
         those that stayed silent after a PING."""
         now = self.clock()
-        each(log, "twino sweep", [lambda conn=conn: self._keep_alive(conn, now)
-                                  for conn in list(self.connections)])
+        interval = self.settings["ping_interval"]
+        due = [conn for conn in self.connections    # those _keep_alive has something for:
+               if conn.decoder is None or conn.ping_sent is not None    # a step each for a
+               or now - conn.last_seen > interval]  # thousand idle ones took 1 ms a second
+        each(log, "twino sweep", [partial(self._keep_alive, conn, now) for conn in due])
 
     def _keep_alive(self, conn, now):
         settings = self.settings
@@ -359,8 +365,9 @@ class TwinoConnection(protocol.Protocol):
         """Flush what is pending and hang up; only this connection is affected."""
         if not self.connected:
             return
-        log.info("twino connection {address} ({client}) closed: {reason}",
-                 address=self.client.address, client=self.client.id, reason=reason)
+        self.door.warnings.info(log, self.client.id, "twino connection {address} ({client}) "
+                                "closed: {reason}", address=self.client.address,
+                                client=self.client.id, reason=reason)
         self.connected = False
         self.outbox.close()
         self.transport.loseConnection()
@@ -393,6 +400,7 @@ def build(config, broker, scheduler, reactor, clock, security=None):
     settings = config["twino"]
     door = TwinoDoor(broker, scheduler, clock, settings)
     door.security = security if security is not None and security.enabled else None
+    door.warnings = door_repeats(config, clock.seconds, DOOR)
     factory = DoorFactory(TwinoConnection, door)
     services = [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
     return door, services + [periodic(settings["check_interval"], door.sweep, clock,

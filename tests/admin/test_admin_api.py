@@ -43,6 +43,7 @@ async def traffic(server):
 @pytest_twisted.ensureDeferred
 async def test_every_route_answers_its_schema_with_the_traffic_sent(server):
     consumer, publisher, *_ = await traffic(server)
+    server.advance(1.0)                  # the sampler's next pass: the counters it shows
     port = server.port("admin")
     overview = await aget(port, "/api/overview")
     validate(overview, response_schema("/api/overview"))
@@ -102,6 +103,7 @@ async def test_every_route_answers_its_schema_with_the_traffic_sent(server):
 @pytest_twisted.ensureDeferred
 async def test_metrics_parse_with_prometheus_clients_own_parser(server):
     await traffic(server)
+    server.advance(1.0)                  # the sampler's next pass: the counters it shows
     status, ctype, raw = await deferToThread(fetch, server.port("admin"), "/metrics")
     assert status == 200 and ctype.startswith("text/plain")
     families = {f.name: f for f in text_string_to_metric_families(raw.decode())}
@@ -199,6 +201,7 @@ async def test_textqueue_files_are_counted_like_connections(running, tmp_path):
     await until(lambda: outbox.exists() and outbox.read_bytes().count(b"\n-") == 2,
                 what="two records in the outbox")
 
+    server.advance(1.0)                  # the sampler's next pass: the counters it shows
     port = server.port("admin")
     overview = await aget(port, "/api/overview")
     validate(overview, "Overview")

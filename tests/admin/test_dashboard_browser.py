@@ -96,7 +96,9 @@ async def test_dashboard_shows_a_queue_and_its_depth_live(server, browser, tmp_p
             };""")
         state["flows"] = [tuple(f) for f in state["flows"]]
         return state
-    WebDriverWait(browser, 20, 0.1).until(
+    server.advance(1.0)                   # the sampler's next pass: the flows it shows
+    await deferToThread(               # in a thread: the page's requests need the reactor
+        WebDriverWait(browser, 20, 0.1).until,
         lambda d: ("twino", "mqks") in page_state(d)["flows"], "no twino -> mqks flow drawn")
     state = await deferToThread(page_state, browser)
     assert state["title"] == "mqksbridge"

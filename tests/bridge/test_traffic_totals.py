@@ -38,9 +38,7 @@ connection = st.fixed_dictionaries({
     "closed": st.booleans()})
 
 
-@settings(max_examples=200, deadline=None)
-@given(door=st.sampled_from(ORIGINS), connections=st.lists(connection, max_size=30))
-def test_totals_equal_the_per_connection_sum(door, connections):
+def _door(door, connections):
     traffic = DoorTraffic(door, lambda: 0.0)
     for c in connections:
         t = traffic.open(("peer", 1), None, None if c["sent"] is None else Sent(c["sent"]),
@@ -50,8 +48,37 @@ def test_totals_equal_the_per_connection_sum(door, connections):
             t.out[origin] += n
         if c["closed"]:
             traffic.close(t)
+    return traffic
+
+
+@settings(max_examples=200, deadline=None)
+@given(door=st.sampled_from(ORIGINS), connections=st.lists(connection, max_size=30))
+def test_totals_equal_the_per_connection_sum(door, connections):
+    traffic = _door(door, connections)
     fast, plain = traffic.totals(), plain_totals(traffic)
     assert fast == plain
+
+
+@settings(max_examples=200, deadline=None)
+@given(door=st.sampled_from(ORIGINS), connections=st.lists(connection, max_size=30),
+       slices=st.lists(st.integers(min_value=0, max_value=8), max_size=12),
+       closing=st.lists(st.integers(min_value=0, max_value=29), max_size=10))
+def test_a_scan_in_slices_equals_the_one_pass_sum_while_connections_close(
+        door, connections, slices, closing):
+    """The admin sampler sums a slice of connections per turn (bridge.traffic.Scan); a
+    connection that closes between two slices is counted once."""
+    traffic = _door(door, connections)
+    expected = plain_totals(traffic)
+    scan = traffic.scan()
+    live = list(traffic.live.values())
+    for n, which in zip(slices, closing + [None] * len(slices)):
+        scan.step(n)
+        if which is not None and which < len(live):
+            traffic.close(live[which])                # its counts move to the gone totals
+    while not scan.done:
+        scan.step(3)
+    assert scan.totals() == expected
+    assert traffic.totals() == plain_totals(traffic)
 
 
 def test_a_latency_is_never_observed_below_zero():
