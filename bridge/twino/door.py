@@ -187,12 +187,19 @@ class TwinoDoor:
         interval = self.settings["ping_interval"]
         due = [conn for conn in self.connections    # those _keep_alive has something for:
                if conn.decoder is None or conn.ping_sent is not None    # a step each for a
-               or now - conn.last_seen > interval]  # thousand idle ones took 1 ms a second
+               or now - conn.last_seen > interval   # thousand idle ones took 1 ms a second
+               or conn.closed_at is not None]
         each(log, "twino sweep", [partial(self._keep_alive, conn, now) for conn in due])
 
     def _keep_alive(self, conn, now):
         settings = self.settings
-        if conn.decoder is None:
+        if conn.closed_at is not None:
+            # closed, but the close waits for a peer that does not read its buffered output
+            # (a stuck consumer): after ping_timeout it is aborted, or the connection and its
+            # consumers would stay for as long as the peer keeps the socket open
+            if now - conn.closed_at > settings["ping_timeout"]:
+                conn.transport.abortConnection()
+        elif conn.decoder is None:
             if now - conn.opened_at > settings["handshake_timeout"]:
                 conn.close("no handshake in time")
         elif conn.ping_sent is not None:
@@ -215,6 +222,7 @@ class TwinoConnection(protocol.Protocol):
         self.aliases = {}            # wire id -> core id, for foreign ids Twino cannot carry
         self.requests = {}           # ids of direct requests sent to other doors' clients
         self.ping_sent = None
+        self.closed_at = None        # when close() began (a graceful close may wait)
         self.admitted = None         # the principal counted for max_connections
         self.held = None             # while a login is checked: [events left, data read]
         self.confirm_after = 0       # storage sequence the last waiting producer ack needs
@@ -362,13 +370,15 @@ class TwinoConnection(protocol.Protocol):
         self.close(f"refused with {code}: {reason}")
 
     def close(self, reason):
-        """Flush what is pending and hang up; only this connection is affected."""
+        """Flush what is pending and hang up; only this connection is affected (a close
+        that a peer which does not read keeps waiting is aborted by the sweep)."""
         if not self.connected:
             return
         self.door.warnings.info(log, self.client.id, "twino connection {address} ({client}) "
                                 "closed: {reason}", address=self.client.address,
                                 client=self.client.id, reason=reason)
         self.connected = False
+        self.closed_at = self.door.clock()
         self.outbox.close()
         self.transport.loseConnection()
 

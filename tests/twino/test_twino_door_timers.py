@@ -63,6 +63,9 @@ def test_an_idle_client_is_pinged_then_closed_without_an_answer(quick):
     assert not wire.closed                   # ping_timeout is not over yet
     quick.advance(0.2)
     assert wire.closed and wire.take() == b""
+    assert not wire.transport.disconnected   # a graceful close first, but a peer that does
+    quick.advance(0.7)                       # not read would keep it waiting forever:
+    assert wire.transport.disconnected       # aborted once ping_timeout has passed again
     wire.close()
     assert quick.broker.clients == {}
 
