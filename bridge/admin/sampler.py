@@ -47,12 +47,16 @@ class Sampler:
     def _step(self):
         now, scans = self._pass
         budget = SLICE
-        for scan in scans.values():
-            while budget > 0 and not scan.done:
-                budget -= scan.step(budget)
-            if not scan.done:
-                self.clock.callLater(0, self._step)
-                return
+        try:
+            for scan in scans.values():
+                while budget > 0 and not scan.done:
+                    budget -= scan.step(budget)
+                if not scan.done:
+                    self.clock.callLater(0, self._step)
+                    return
+        except Exception:
+            self._pass = None            # a failed pass must not stop the next ones
+            raise
         self._pass = None
         self._record(now, {name: scan.totals() for name, scan in scans.items()})
 
