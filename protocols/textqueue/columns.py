@@ -138,10 +138,15 @@ class _Columns:
 
     def expires_ms(self):
         ttls = self._values(b"ttl")
-        if not any(ttls):
+        if ttls.count(None) == len(ttls):           # an empty \ttl= is there, and bad
             return [None] * len(ttls)
-        return [None if ttl is None else created + journal._int(ttl, "ttl")
-                for created, ttl in zip(self._created(), ttls)]
+        try:
+            created = self._created()
+        except TextQueueError:          # a bad \t fails only the records with a ttl
+            created = [0 if ttl is None or t is None else self.base_ms + journal._int(t, "t")
+                       for t, ttl in zip(self._values(b"t"), ttls)]
+        return [None if ttl is None else c + journal._int(ttl, "ttl")
+                for c, ttl in zip(created, ttls)]
 
     def retry(self):
         values = self._values(b"r")

@@ -19,13 +19,15 @@ def _expected(raw, name, base):
     if name in journal.FIELDS:
         return field(name)
     variables = journal._parts(journal._raw(raw))[1]
-    created = journal._created_ms(variables, base)
     if name == "created_ms":
+        created = journal._created_ms(variables, base)
         assert created / 1000 == field("created_at")
         return created
-    if name == "expires_ms":
+    if name == "expires_ms":            # reads \t only when there is a \ttl, as the decoder
         expires = field("expires_at")
-        return None if expires is None else created + int(variables[b"ttl"])
+        if expires is None:
+            return None
+        return journal._created_ms(variables, base) + int(variables[b"ttl"])
     if name in ("settle_reason", "settled_ms", "settle_door"):
         settled = field("settled")
         if settled is None:
@@ -94,6 +96,9 @@ def test_columns_equal_the_record_decoder_on_plain_textqueue_records(items):
 @given(soup)
 @example(b"-\n\\e= \x00\n")      # a stamp after a space: blank to neither path
 @example(b"-\n\\enc=\n")          # an empty encoding is bad to both paths, not "none"
+@example(b"-\n\\t=\n")            # an empty time fails only the columns that read it
+@example(b"-\n\\ttl=5\n\\t=1\n-\n\\t=\n")   # ... and expiry only for records with a ttl
+@example(b"-\n\\ttl=\n")          # an empty ttl is bad to both paths, not "no expiry"
 def test_columns_on_garbage_raise_only_the_codec_error(data):
     _check(_raws(data), 0)
 
