@@ -10,10 +10,11 @@ One `twistd -n mqksbridge` (MQKS, Malamute, Twino, admin), then two phases:
    (subscribed to the loaded stream/queue, never reads), slowloris clients (a byte a second
    of a request that never ends, 30 per door), a garbage sender (2 KB of random bytes on a new
    connection, 10 a second per door) and `--idle` idle connections (60% MQKS, 20% Twino after
-   its hello, 20% Malamute after OPEN; kept alive with a ping every 20 s, a twentieth of them
-   each second, reopened if closed).
+   its hello, 20% Malamute after OPEN; the Twino and Malamute ones kept alive with a ping
+   every 20 s, each at its own moment, reopened if closed). The hostile clients spread what
+   they send over each second, a slice every 10 ms, as independent clients would.
 
-Healthy clients, ten probes a second per door: MQKS publish -> delivery on another
+Healthy clients, ten probes a second per door on average, at random (Poisson) times: MQKS publish -> delivery on another
 connection, Twino PING -> PONG, Malamute CONNECTION-PING -> PONG; and a control, the same
 round trip to a bare echo process, which shows what the machine itself adds (a shared 2-CPU
 machine under load delays every process). Every second the broker's RSS, open descriptors
