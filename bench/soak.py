@@ -77,7 +77,7 @@ def role_healthy(ports, which):
         see the broker's time average. On a fixed 100 ms lattice a probe locked onto the
         phase of the hostile clients' once-a-second bursts, and one door's p99 (one probe
         in ten) measured nothing but the turn that serves the burst: which door depended
-        on the run (MQKS 12x in one, Twino 2x in the next, of the same code)."""
+        on the run (MQKS 12x in one; in the next, of the same code, Twino's probe instead)."""
         rng = random.Random(which)
         next_at = time.monotonic()
         while True:
