@@ -47,6 +47,18 @@ def starts(data):
     return out
 
 
+def append_in_pieces(spool, path, pieces):
+    """A writer appending to a new inbox file piece by piece, the door looking in between;
+    then the grace time passes."""
+    os.makedirs(spool.inbox, exist_ok=True)
+    path.write_bytes(b"")
+    for piece in pieces:
+        with open(path, "ab") as f:
+            f.write(piece)
+        spool.poll()
+    spool.advance(3.0)
+
+
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(items=ITEMS, torn=st.booleans(), cuts=st.lists(st.integers(0, 2000), max_size=6))
@@ -59,13 +71,7 @@ def test_every_queued_record_is_published_once_and_flipped(server, tmp_path, ite
     path = spool.path(f"{name}.tq")
     data, expected = build(items, torn)
     try:
-        os.makedirs(spool.inbox, exist_ok=True)
-        path.write_bytes(b"")
-        for piece in chunked(data, cuts):
-            with open(path, "ab") as f:
-                f.write(piece)
-            spool.poll()                           # the door looks in between
-        spool.advance(3.0)                         # the grace time passes
+        append_in_pieces(spool, path, chunked(data, cuts))
         published = [e.message.frames[0].decode("utf-8", "surrogateescape")
                      for e in queue.entries]
         assert published == expected
@@ -143,13 +149,7 @@ def test_chunks_cut_anywhere_and_over_long_records(server, tmp_path, data, at, l
     path = spool.path(f"{name}.tq")
     saved, files.CHUNK = files.CHUNK, chunk
     try:
-        os.makedirs(spool.inbox, exist_ok=True)
-        path.write_bytes(b"")
-        for piece in chunked(data, cuts):
-            with open(path, "ab") as f:
-                f.write(piece)
-            spool.poll()
-        spool.advance(3.0)
+        append_in_pieces(spool, path, chunked(data, cuts))
         after = path.read_bytes()
         assert len(after) == len(data) < 4096                 # (room is looked for in 4 KiB)
         queued, too_long, starts = expected_flips(data, max_record)
