@@ -5,6 +5,8 @@ import re
 import socket
 import time
 
+from tests.hostile.hostile import wait_for
+
 BAD = 2000
 
 
@@ -64,13 +66,13 @@ def test_reconnecting_garbage_clients_share_their_doors_log_budget(tmp_path):
                 _garbage(process.ports[door], data)
         lines = {"mqks": "mqks error", "twino": "twino connection",
                  "malamute": "zmtp connection refused"}
-        deadline = time.monotonic() + 10
-        while True:             # every line the budget lets through, written before the reply
+
+        def counts():
             log = process.log()
-            counts = {door: log.count(text) for door, text in lines.items()}
-            if all(n >= DOOR_BUDGET for n in counts.values()) or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        assert counts == {door: DOOR_BUDGET for door in lines}, counts
+            return {door: log.count(text) for door, text in lines.items()}
+        # every line the budget lets through is written before its connection's reply
+        wait_for(lambda: all(n >= DOOR_BUDGET for n in counts().values()),
+                 "the door budgets' lines", timeout=10)
+        assert counts() == {door: DOOR_BUDGET for door in lines}, counts()
     finally:
         process.stop()
