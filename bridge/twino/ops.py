@@ -5,11 +5,15 @@ Where 3.7.2 stays silent (an existing channel, a queue the channel refuses) or f
 (610 without Queue-Id, options ignored in an existing channel, a bad channel name dropping
 the connection) we answer with a code instead; specs/twino.md lists each case.
 """
-from mqksbridge.core.permissions import BROKER, MANAGE, Denied, permits
+import json
+
+from mqksbridge.core.channel import queue_name
+from mqksbridge.core.permissions import BROKER, MAILBOX, MANAGE, QUEUE, STREAM, Denied, check
 from mqksbridge.protocols.twino.codec import (ContentType, Header, ResultCode,
                                               TwinoProtocolError, encode, queue_id_of, response)
 from mqksbridge.protocols.twino.models import (
-    CHANNEL_OPTIONS, channel_information, client_information, json_list, node_information,
+    CHANNEL_OPTIONS, DIRECT_BINDING, QUEUE_BINDING, channel_information, client_information,
+    json_list, node_information,
     parse_options, queue_information, queue_status_from_header,
 )
 from mqksbridge.protocols.twino.names import name_matches, valid_name
@@ -17,9 +21,10 @@ from mqksbridge.bridge.twino.queues import STATUS_MODES
 
 OK, NOT_FOUND, DUPLICATE = ResultCode.OK, ResultCode.NOT_FOUND, ResultCode.DUPLICATE
 OPTION_NAMES = CHANNEL_OPTIONS + ["MessageSizeLimit"]
-# Operations upstream allows without an admin authorization.
-OPEN_OPERATIONS = {ContentType.JOIN, ContentType.LEAVE, ContentType.CREATE_CHANNEL,
-                   ContentType.CREATE_QUEUE, ContentType.UPDATE_QUEUE}
+# Operations upstream allows without an admin authorization (twino.allow_admin = false
+# refuses the others to everyone).
+UPSTREAM_OPEN = {ContentType.JOIN, ContentType.LEAVE, ContentType.CREATE_CHANNEL,
+                 ContentType.CREATE_QUEUE, ContentType.UPDATE_QUEUE}
 
 
 def _ms(seconds):
@@ -55,14 +60,23 @@ class TwinoOperations:
         }
 
     def handle(self, conn, frame):
-        """Run one operation; it returns a code, (code, content), or None (answered itself)."""
+        """Run one operation; it returns a code, (code, content), or None (answered itself).
+        With users, the operation's objects (`required`) need `manage` first; an operation
+        this door does not know is refused then, and ignored (as upstream) without users."""
         operation = self.table.get(frame.content_type)
+        principal = conn.client.principal
         if operation is None:
-            return                       # unknown operations are ignored, as upstream
-        if frame.content_type not in OPEN_OPERATIONS and not (
-                self.door.settings["allow_admin"] and permits(conn.client, MANAGE, BROKER, "")):
+            if principal is not None:
+                self.door.security.refused("twino", "denied", conn.client.id,
+                                           f"unknown operation {frame.content_type}")
+                self.answer(conn, frame, ResultCode.UNAUTHORIZED)
+            return
+        if frame.content_type not in UPSTREAM_OPEN and not self.door.settings["allow_admin"]:
             return self.answer(conn, frame, ResultCode.UNAUTHORIZED)
         try:
+            if principal is not None:
+                for kind, name in required(frame, self.broker):
+                    check(conn.client, MANAGE, kind, name)
             result = operation(conn, frame)
         except TwinoProtocolError:       # unreadable options JSON
             result = ResultCode.BAD_REQUEST
@@ -80,7 +94,7 @@ class TwinoOperations:
 
     # -- channels -------------------------------------------------------------------------------
     def join(self, conn, frame):
-        channel, code = self.queues.channel_for(frame.target)
+        channel, code = self.queues.channel_for(frame.target, client=conn.client)
         if code:
             return code
         client = conn.client
@@ -270,3 +284,89 @@ class TwinoOperations:
     def client_list(self, conn, frame):
         return OK, json_list([self.client_json(c) for c in self.broker.clients.values()
                               if name_matches(frame.target, c.type)])
+
+
+# -- who may run which operation (docs/security.md, "Twino operations") --------------------------
+# Each operation names the objects it changes or shows; with users the client needs `manage`
+# on every one. Channel C is named as queue `C` (its queue 0), queue N of C as `C/N`, router R
+# as stream `R`. Join and leave need nothing here: a member gets consumers only on the
+# channel's queues it may read.
+
+def _channel(frame):
+    return TwinoOperations._channel_name(frame)
+
+
+def _queue_by_header(frame):
+    queue_id = TwinoOperations._queue_id_header(frame)
+    return queue_name(_channel(frame), queue_id or 0)
+
+
+def _creating_queue(frame, broker):
+    """610 makes queue C/N, and channel C with it when there is none."""
+    channel = _channel(frame)
+    found = [(QUEUE, _queue_by_header(frame))]
+    if channel not in broker.channels:
+        found.append((QUEUE, channel))
+    return found
+
+
+def _removing_channel(frame, broker):
+    channel = broker.channels.get(_channel(frame))
+    queues = [queue.name for queue in channel.queues.values()] if channel is not None else []
+    return [(QUEUE, _channel(frame))] + [(QUEUE, name) for name in queues]
+
+
+def _binding_target(frame):
+    """What a new router binding sends to: a queue binding's queue, a direct binding's
+    mailbox (a name or type pattern: every client, so `broker`), a tag binding's queues
+    (any queue with the tag: `broker`). Unreadable JSON asks for nothing more (it is
+    answered 400)."""
+    try:
+        data = {k.lower(): v for k, v in json.loads(frame.content.decode("utf-8")).items()}
+        target, kind = str(data["target"]), int(data.get("bindingtype") or 0)
+        key = int(data.get("contenttype") or 0)
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
+        return []
+    if kind == QUEUE_BINDING:
+        return [(QUEUE, queue_name(target, key))]
+    if kind == DIRECT_BINDING and not target.startswith("@"):
+        return [(MAILBOX, target)]
+    return [(BROKER, "")]
+
+
+def _broker(frame, broker):
+    """Lists of every client, channel or router: server-wide management."""
+    return [(BROKER, "")]
+
+
+RULES = {
+    ContentType.JOIN: lambda frame, broker: [],
+    ContentType.LEAVE: lambda frame, broker: [],
+    ContentType.CREATE_CHANNEL: lambda frame, broker: [(QUEUE, _channel(frame))],
+    ContentType.REMOVE_CHANNEL: _removing_channel,
+    ContentType.CHANNEL_INFORMATION: lambda frame, broker: [(QUEUE, frame.target or "")],
+    ContentType.CHANNEL_LIST: _broker,
+    ContentType.CHANNEL_CONSUMERS: _broker,
+    ContentType.CREATE_QUEUE: _creating_queue,
+    ContentType.REMOVE_QUEUE: lambda frame, broker: [
+        (QUEUE, queue_name(frame.target or "", queue_id_of(frame.content) or 0))],
+    ContentType.UPDATE_QUEUE: lambda frame, broker: [(QUEUE, _queue_by_header(frame))],
+    ContentType.CLEAR_MESSAGES: lambda frame, broker: [(QUEUE, _queue_by_header(frame))],
+    ContentType.QUEUE_INFORMATION: lambda frame, broker: [
+        (QUEUE, queue_name(frame.target or "", queue_id_of(frame.content) or 0))],
+    ContentType.QUEUE_LIST: lambda frame, broker: [(QUEUE, frame.target or "")],
+    ContentType.INSTANCE_LIST: _broker,
+    ContentType.CLIENT_LIST: _broker,
+    ContentType.ROUTER_LIST: _broker,
+    ContentType.CREATE_ROUTER: lambda frame, broker: [(STREAM, frame.target or "")],
+    ContentType.REMOVE_ROUTER: lambda frame, broker: [(STREAM, frame.target or "")],
+    ContentType.LIST_BINDINGS: lambda frame, broker: [(STREAM, frame.target or "")],
+    ContentType.ADD_BINDING: lambda frame, broker: [(STREAM, frame.target or "")]
+    + _binding_target(frame),
+    ContentType.REMOVE_BINDING: lambda frame, broker: [(STREAM, frame.target or "")],
+}
+
+
+def required(frame, broker):
+    """(kind, name) of every object the operation needs `manage` on."""
+    return RULES[frame.content_type](frame, broker)

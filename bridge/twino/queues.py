@@ -19,6 +19,7 @@ from mqksbridge.bridge.convert import Unrepresentable, dropped
 from mqksbridge.bridge.convert.twino import from_frame, queue_delivery
 from mqksbridge.core import Consumer
 from mqksbridge.core.channel import numbered, queue_name as core_name
+from mqksbridge.core.permissions import CONSUME, PUBLISH, QUEUE, Denied, check
 from mqksbridge.core.queue import BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED
 from mqksbridge.protocols.twino.codec import (
     QUEUE_MESSAGE, Frame, Header, MessageType, NackReason, NoContent, ResultCode,
@@ -271,8 +272,10 @@ class TwinoQueues:
                 return policy
         return self.door.settings["producer_ack_default"]
 
-    def channel_for(self, name, create=True):
-        """(channel, 0) or (None, result code)."""
+    def channel_for(self, name, create=True, client=None, verb=CONSUME, queue=None):
+        """(channel, 0) or (None, result code). With users, a channel made on the way (a
+        join, a push, a pull) needs the client's `verb` on the queue it is made for
+        (`queue`, else the channel's own name): Denied otherwise."""
         channel = self.broker.channels.get(name) if name else None
         if channel is not None:
             return channel, 0
@@ -280,6 +283,8 @@ class TwinoQueues:
             return None, ResultCode.BAD_REQUEST
         if not (create and self.door.settings["auto_create_channels"]):
             return None, ResultCode.NOT_FOUND
+        if client is not None:
+            check(client, verb, QUEUE, queue or name)
         return self.create_channel(name, {}), 0
 
     def create_channel(self, name, options):
@@ -293,12 +298,15 @@ class TwinoQueues:
         return self.broker.channel(name, defaults=defaults, attrs={"twino": settings},
                                    destroy_when_empty=destroy)
 
-    def queue_for(self, channel_name, queue_id, create=True):
-        """(TwinoQueue, 0) or (None, result code), creating channel and queue when allowed."""
+    def queue_for(self, channel_name, queue_id, create=True, client=None, verb=PUBLISH):
+        """(TwinoQueue, 0) or (None, result code), creating channel and queue when allowed.
+        With users (`client` given), making them needs the client's `verb` on the queue:
+        a stock client that pushes to (or pulls from) its own queues makes them."""
         state = self.by_key.get((channel_name, queue_id))
         if state is not None:
             return state, 0
-        channel, code = self.channel_for(channel_name, create)
+        name = core_name(channel_name or "", queue_id)
+        channel, code = self.channel_for(channel_name, create, client, verb, name)
         if code:
             return None, code
         queue = channel.queues.get(queue_id)
@@ -307,6 +315,8 @@ class TwinoQueues:
         else:
             if not (create and self.door.settings["auto_create_queues"]):
                 return None, ResultCode.NOT_FOUND
+            if client is not None:
+                check(client, verb, QUEUE, name)
             code = self.refusal(channel, queue_id)
             if code:
                 return None, code
@@ -409,7 +419,7 @@ class TwinoQueues:
         target, queue_id = first.target, first.content_type
         state = self.by_key.get((target, queue_id))
         if state is None:
-            state, code = self.queue_for(target, queue_id)
+            state, code = self.queue_for(target, queue_id, client=conn.client)
             if code:
                 self.push_failed(conn, first, code, "not-found")
                 return i + 1
@@ -504,7 +514,10 @@ class TwinoQueues:
                 queue_id = int(parts[1]) if len(parts) > 1 and parts[1] else state.id
             except ValueError:
                 continue
-            copy_state, code = self.queue_for(parts[0], queue_id)
+            try:
+                copy_state, code = self.queue_for(parts[0], queue_id, client=conn.client)
+            except Denied:           # a queue this client may not make: no copy
+                continue
             if code:
                 continue
             copy_id = parts[2] if len(parts) > 2 and parts[2] else new_id()
@@ -540,7 +553,8 @@ class TwinoQueues:
         """QueuePullRequest: exactly Count messages (upstream loses one more: B1), then End."""
         if not request.message_id:
             request.message_id = new_id()
-        state, code = self.queue_for(request.target, request.content_type)
+        state, code = self.queue_for(request.target, request.content_type,
+                                     client=conn.client, verb=CONSUME)
         write = conn.write
         if code:
             return write(encode(pull_status(request, NoContent.UNACCEPTABLE)))
