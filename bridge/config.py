@@ -42,6 +42,7 @@ DEFAULTS = {
         "listen_users": {},          # [mqks.listen_users] endpoint -> the user its clients are
         "auth": [],                  # endpoints whose clients log in with a first `auth` line
         "max_connections": 10_000,   # more at once: an error line and the close (0: no limit)
+        "handshake_timeout": 10.0,   # seconds to finish TLS and an `auth` listener's login
     },
     "malamute": {
         "listen": ["tcp://*:9999"],  # ZeroMQ endpoints (tcp://, ipc://), repeatable
@@ -111,6 +112,7 @@ DEFAULTS = {
         "max_message_size": 0,       # bytes of one message a user may publish (0: any)
         "max_consumers": 0,          # consumers one connection of a user may hold
         "max_unacked": 0,            # unsettled deliveries one connection may hold
+        "allow_remote_anonymous": False,  # without users: serve peers beyond loopback too
     },
     "log": {
         "format": "text",            # text | json (one JSON object per line)
@@ -432,6 +434,7 @@ RULES = {
     "mqks.listen_users": listen_users,
     "mqks.auth": endpoints(twisted_endpoint),
     "mqks.max_connections": integer(0, 1 << 24),
+    "mqks.handshake_timeout": SECONDS,
     "malamute.listen": endpoints(zmq_endpoint),
     "malamute.mechanism": string("null", "plain"),
     "malamute.timeout": SECONDS,
@@ -491,6 +494,7 @@ RULES = {
     "security.max_message_size": integer(0, 1 << 40),
     "security.max_consumers": integer(0, 1 << 31),
     "security.max_unacked": integer(0, 1 << 31),
+    "security.allow_remote_anonymous": boolean,
     "log.format": string("text", "json"),
     "log.warn_burst": integer(1, 1 << 20),
     "log.warn_interval": SECONDS,

@@ -104,21 +104,29 @@ class Refused(protocol.Protocol):
         self.transport.loseConnection()
 
 
+REMOTE, LIMIT = "remote", "limit"      # why a connection is refused before it starts
+
+
 class DoorFactory(protocol.Factory):
     """One connection protocol per accepted socket, every one sharing the door's state;
-    past the door's max_connections, the connection class's `refusal()` instead. `user` is
-    who a listener's clients act as when they show nothing else (mqks.listen_users;
-    docs/security.md); `auth`: its clients log in with a first line (mqks.auth)."""
+    a peer `refuse_peer(address)` refuses (not loopback, without users: bridge.security)
+    or one past the door's max_connections gets the connection class's
+    `refusal(door, REMOTE or LIMIT)` instead. `user` is who a listener's clients act as
+    when they show nothing else (mqks.listen_users; docs/security.md); `auth`: its
+    clients log in with a first line (mqks.auth)."""
 
-    def __init__(self, connection_class, door, user=None, auth=False):
+    def __init__(self, connection_class, door, user=None, auth=False, refuse_peer=None):
         self.connection_class = connection_class
         self.door = door
         self.user = user
         self.auth = auth
+        self.refuse_peer = refuse_peer
 
     def buildProtocol(self, addr):
+        if self.refuse_peer is not None and self.refuse_peer(addr):
+            return Refused(self.connection_class.refusal(self.door, REMOTE))
         if not self.door.traffic.admit():
-            return Refused(self.connection_class.refusal())
+            return Refused(self.connection_class.refusal(self.door, LIMIT))
         connection = self.connection_class(self.door)
         connection.factory = self
         return connection

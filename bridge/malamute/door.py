@@ -489,7 +489,9 @@ def build(config, broker, scheduler, reactor, clock, security=None):
                                 login=security.login if plain else None,
                                 admit=partial(admit, security) if plain else None,
                                 release=security.release if plain else None,
-                                warnings=door_repeats(config, clock.seconds, DOOR))
+                                warnings=door_repeats(config, clock.seconds, DOOR),
+                                refuse_peer=security.peer_filter(DOOR)
+                                if security is not None else None)
     door.traffic = door.transport.traffic
     sweep = periodic(float(settings["check_interval"]), door.sweep, clock,
                      "malamute session expiry sweep", phase=0.85)

@@ -237,7 +237,7 @@ class CurveEndpoint(protocol.Factory):
         self.router, self.secret = router, secret
 
     def buildProtocol(self, addr):
-        refused = self.router.refusal()
+        refused = self.router.refusal(addr)
         return refused if refused is not None else ZmtpConnection(self.router, self.secret)
 
 
@@ -247,8 +247,9 @@ class ZmtpRouter(protocol.Factory):
     def __init__(self, scheduler, on_message, on_gone, *, high_water=10_000,
                  max_message=codec.DEFAULT_MAX_MESSAGE, max_frames=codec.DEFAULT_MAX_FRAMES,
                  traffic=None, mechanism=codec.NULL, login=None, admit=None, release=None,
-                 warnings=None):
+                 warnings=None, refuse_peer=None):
         self.scheduler = scheduler
+        self.refuse_peer = refuse_peer   # addr -> True to refuse (bridge.security.peer_filter)
         self.mechanism = mechanism       # NULL, or PLAIN with `login(user, password)`:
         self.login = login               # a Deferred firing with who it is, or failing
         self.admit = admit or (lambda principal: True)      # a login's user may connect
@@ -267,12 +268,15 @@ class ZmtpRouter(protocol.Factory):
         self.refused = 0                 # connections closed for breaking the protocol
 
     def buildProtocol(self, addr):
-        refused = self.refusal()
+        refused = self.refusal(addr)
         return refused if refused is not None else ZmtpConnection(self)
 
-    def refusal(self):
-        """Past max_connections: our greeting and ERROR in place of READY (the handshake
-        command ZMTP has for a refusal), then the close; None while under it."""
+    def refusal(self, addr):
+        """A peer `refuse_peer` refuses (not loopback, without users: bridge.security), or
+        one past max_connections: our greeting and ERROR in place of READY (the handshake
+        command ZMTP has for a refusal), then the close; None for the others."""
+        if self.refuse_peer is not None and self.refuse_peer(addr):
+            return Refused(codec.GREETING + codec.error("only loopback peers are served"))
         if not self.traffic.admit():
             return Refused(codec.GREETING + codec.error("too many connections"))
         return None

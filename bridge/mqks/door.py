@@ -10,14 +10,15 @@ import random
 import string
 from functools import partial
 
-from twisted.internet import protocol
+from twisted.internet import interfaces, protocol
 from twisted.logger import Logger
+from zope.interface import implementer
 
 from mqksbridge.bridge.convert import mqks as convert
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.names import to_name, to_wire
-from mqksbridge.bridge.listeners import DoorFactory, ListenerService
+from mqksbridge.bridge.listeners import LIMIT, DoorFactory, ListenerService
 from mqksbridge.bridge.logs import Repeats, door_repeats
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
@@ -84,8 +85,9 @@ class MqksDoor:
 
     def __init__(self, broker, scheduler, stream="mqks", max_line=1 << 20,
                  high_water=1 << 20, max_event=1024, security=None, max_connections=0,
-                 warn_burst=10, warnings=None):
+                 warn_burst=10, warnings=None, handshake_timeout=10.0):
         self.broker = broker
+        self.handshake_timeout = handshake_timeout   # TLS and the `auth` line, at most
         self.security = security if security is not None and security.enabled else None
         self.clock = broker.clock.now    # the core's clock: arrival times, once per read
         self.traffic = DoorTraffic(DOOR, self.clock, max_connections)
@@ -344,8 +346,18 @@ class MqksDoor:
                 del self.consumers[cid]
 
 
+@implementer(interfaces.IHandshakeListener)
 class MqksConnection(protocol.Protocol):
-    """One TCP connection: frame lines, hand each to the door, batch the output."""
+    """One TCP connection: frame lines, hand each to the door, batch the output.
+
+    Before it is served a client may have to finish its TLS handshake (a TLS listener)
+    and, with users, show who it is: a client certificate or its listener's user at once
+    (`handshakeCompleted`, else `connectionMade`), an `auth` line on an auth listener.
+    That phase lasts `mqks.handshake_timeout` at most; a refused client gets its error
+    line, and is aborted if it has not let the close finish by then (a TLS peer that
+    never answers the close)."""
+
+    deadline = None                  # the pre-authentication timer while one runs
 
     def __init__(self, door):
         self.door = door
@@ -375,9 +387,15 @@ class MqksConnection(protocol.Protocol):
         self.write(lines[0] if k == 1 else b"".join(lines))
 
     @staticmethod
-    def refusal():
-        """Over max_connections: MQKS has no greeting, so an error line for no request."""
-        return error(None, error_id())
+    def refusal(door, reason):
+        """Refused before it starts (max_connections, or not loopback without users): MQKS
+        has no greeting, so an error line for no request, its eid logged."""
+        eid = error_id()
+        why = ("max_connections reached" if reason == LIMIT else
+               "not a loopback peer (security.allow_remote_anonymous)")
+        door.warnings.warn(log, "refused", "mqks error {eid}: connection refused: {why}",
+                           eid=eid.decode(), why=why)
+        return error(None, eid)
 
     def connectionMade(self):
         peer = self.transport.getPeer()
@@ -401,6 +419,62 @@ class MqksConnection(protocol.Protocol):
         self.traffic.client = self.client
         self.identified = self.door.security is None
         self.login = None                    # the `auth` line's login while it is checked
+        tls = interfaces.ISSLTransport.providedBy(self.transport)
+        if tls or (not self.identified and self._auth_listener()):
+            self.deadline = self.door.broker.clock.call_later(self.door.handshake_timeout,
+                                                              self._too_slow)
+        elif not self.identified:
+            self.identify()                  # refused at once when it is nobody
+
+    def _auth_listener(self):
+        return getattr(getattr(self, "factory", None), "auth", False)
+
+    def handshakeCompleted(self):
+        """TLS is up: a client certificate is known now (an `auth` listener waits on)."""
+        if self.identified is False and not self._auth_listener():
+            self.identify()
+        elif self.identified:
+            self._stop_deadline()
+
+    def _stop_deadline(self):
+        if self.deadline is not None and self.deadline.active():
+            self.deadline.cancel()
+        self.deadline = None
+
+    def _too_slow(self):
+        """The pre-authentication phase is over: refuse a client still in it; abort one
+        refused before that has not closed."""
+        self.deadline = None
+        if self.identified is None:
+            self.transport.abortConnection()
+        elif not self.identified:
+            self._refuse("login", None, f"no login within {self.door.handshake_timeout} s")
+        else:                                # TLS without users: its handshake never ended
+            eid = error_id()
+            self.door.warnings.warn(log, "refused", "mqks error {eid} for {client}: no TLS "
+                                    "handshake within {s} s", eid=eid.decode(),
+                                    client=self.client.address, s=self.door.handshake_timeout)
+            self.identified = None
+            self.goodbye()
+            self._abort_later()
+
+    def _abort_later(self):
+        """After a refusal: the close must be done within handshake_timeout."""
+        self._stop_deadline()
+        self.deadline = self.door.broker.clock.call_later(self.door.handshake_timeout,
+                                                          self._too_slow)
+
+    def _refuse(self, reason, req_id, detail, user=None):
+        """Refuse a client not served yet: counted and logged with the eid of the error
+        line it is sent, then the close (aborted if the peer holds it past the deadline)."""
+        eid = error_id()
+        who = self.client.address + (f" (user {user!r})" if user else "")
+        self.door.security.refused(DOOR, reason, who, f"{detail}; error {eid.decode()}")
+        self.identified = None
+        self.kept = None
+        self.write(error(req_id, eid))
+        self.goodbye()
+        self._abort_later()
 
     def identify(self):
         """With users: who this client is, known once its first bytes came (a TLS
@@ -411,15 +485,15 @@ class MqksConnection(protocol.Protocol):
         if principal is None:
             user = getattr(getattr(self, "factory", None), "user", None)
             principal = security.user(user) if user else security.anonymous()
-        if principal is None or not security.admit(principal):
-            reason = "anonymous" if principal is None else "limit"
-            security.refused(DOOR, reason, self.client.address)
-            self.identified = None
-            self.write(error(None, error_id()))
-            self.goodbye()
+        if principal is None:
+            self._refuse("anonymous", None, "no credentials and no [anonymous] table")
+            return False
+        if not security.admit(principal):
+            self._refuse("limit", None, "max_connections reached", principal.user)
             return False
         self.client.principal = principal
         self.identified = True
+        self._stop_deadline()
         return True
 
     def authenticate(self, data):
@@ -459,28 +533,20 @@ class MqksConnection(protocol.Protocol):
         if self.outbox.closed:
             return
         if not security.admit(principal):
-            security.refused(DOOR, "limit", self.client.address, principal.user)
-            return self._refuse_login(req_id, f"max_connections of {principal.user!r}",
-                                      counted=True)
+            return self._refuse("limit", req_id, "max_connections reached", principal.user)
         self.client.principal = principal
         self.identified = True
+        self._stop_deadline()
         self.write(ok(req_id))
         self.transport.resumeProducing()
         self._carry_on()
 
     def _login_failed(self, failure, req_id):
         if not self.outbox.closed:
-            self.door.security.refused(DOOR, "login", self.client.address,
-                                       failure.getErrorMessage())
-            self._refuse_login(req_id, failure.getErrorMessage(), counted=True)
+            self._refuse_login(req_id, failure.getErrorMessage())
 
-    def _refuse_login(self, req_id, reason, counted=False):
-        if not counted:
-            self.door.security.refused(DOOR, "login", self.client.address, reason)
-        self.identified = None
-        self.kept = None
-        self.write(error(req_id, error_id()))
-        self.goodbye()
+    def _refuse_login(self, req_id, reason):
+        self._refuse("login", req_id, reason)
 
     def goodbye(self):
         """MQKS has no goodbye line: what is pending goes out, then the socket closes."""
@@ -544,6 +610,7 @@ class MqksConnection(protocol.Protocol):
             self._serve(lines, too_long)
 
     def connectionLost(self, reason):
+        self._stop_deadline()
         self.kept = None
         self.input.forget()
         self.outbox.closed = True
@@ -566,9 +633,11 @@ def build(config, broker, scheduler, reactor, clock, security=None):
                     max_event=int(settings["max_event"]), security=security,
                     max_connections=int(settings["max_connections"]),
                     warn_burst=int(config["log"]["warn_burst"]),
-                    warnings=door_repeats(config, broker.clock.now, DOOR))
+                    warnings=door_repeats(config, broker.clock.now, DOOR),
+                    handshake_timeout=settings["handshake_timeout"])
     users, auth = settings["listen_users"], set(settings["auth"])
+    refuse_peer = security.peer_filter(DOOR) if security is not None else None
     return door, [ListenerService(reactor, endpoint,
                                   DoorFactory(MqksConnection, door, users.get(endpoint),
-                                              auth=endpoint in auth))
+                                              auth=endpoint in auth, refuse_peer=refuse_peer))
                   for endpoint in settings["listen"]]

@@ -7,6 +7,11 @@ refused (counted per door and reason for the admin API and /metrics). Without a 
 file (`security.users` empty) it is disabled: every client acts without a principal and
 may do everything, as the broker always did (for trusted networks only).
 
+Without a users file only loopback peers (and Unix sockets) are served unless
+`security.allow_remote_anonymous` says otherwise, as Redis' protected mode and RabbitMQ's
+loopback-only `guest` do: `peer_filter` gives each door the test its listeners refuse
+others with, in the door's own terms.
+
 A password check costs a scrypt (tens of milliseconds of CPU), so it runs in a worker
 thread, at most `CONCURRENT` at once and `MAX_PENDING` waiting (more fail at once, so a
 flood of logins cannot queue without bound). A password checked good is remembered as
@@ -15,6 +20,7 @@ logs in at the cost of one HMAC.
 """
 import hashlib
 import hmac
+import ipaddress
 import os
 from collections import Counter
 
@@ -39,9 +45,10 @@ class LoginFailed(Exception):
 
 
 class Security:
-    def __init__(self, users=None, run=None, counters=None):
+    def __init__(self, users=None, run=None, counters=None, allow_remote=False):
         self.users = users
         self.enabled = users is not None
+        self.allow_remote = allow_remote     # security.allow_remote_anonymous
         self.counters = counters if counters is not None else Counter()
         self.connections = Counter()         # user -> live connections
         self._key = os.urandom(32)
@@ -139,6 +146,43 @@ class Security:
                  who=who, detail=detail)
 
 
+    def peer_filter(self, door):
+        """None when every peer may connect (a users file, or allow_remote_anonymous);
+        else `refuses(address)`: True for a peer that is not on loopback, counted as
+        `security.DOOR.remote` and logged (the 1st, 1024th, ... refusal of the door) with
+        the key that would let it in."""
+        if self.enabled or self.allow_remote:
+            return None
+        key = f"security.{door}.remote"
+
+        def refuses(address):
+            if is_local(address):
+                return False
+            self.counters[key] += 1
+            count = self.counters[key]
+            if count == 1 or not count & 1023:
+                log.warn("{door}: refused {peer} ({count} so far): without a users file only "
+                         "loopback peers are served; set security.allow_remote_anonymous = "
+                         "true to serve other hosts without credentials, or security.users",
+                         door=door, peer=getattr(address, "host", address), count=count)
+            return True
+        return refuses
+
+
+def is_local(address):
+    """Whether a peer address is this host's own: loopback IPv4/IPv6 (also IPv4-mapped),
+    or not an IP address at all (a Unix socket)."""
+    host = getattr(address, "host", None)
+    if host is None:
+        return True
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
 def peer_identities(transport):
     """`CN=...` and `DNS:`/`email:`/`URI:`/`IP:` names of a TLS peer's certificate."""
     get = getattr(transport, "getPeerCertificate", None)
@@ -162,7 +206,9 @@ def peer_identities(transport):
 def build(config, counters=None):
     """The broker's Security from `[security]` (UsersError when the users file is bad)."""
     settings = config["security"]
+    remote = settings["allow_remote_anonymous"]
     if not settings["users"]:
-        return Security(None, counters=counters)
+        return Security(None, counters=counters, allow_remote=remote)
     defaults = {key: settings[key] for key in users_file.LIMITS}
-    return Security(users_file.load(settings["users"], defaults), counters=counters)
+    return Security(users_file.load(settings["users"], defaults), counters=counters,
+                    allow_remote=remote)

@@ -16,7 +16,7 @@ from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.convert.twino import wire_id
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
-from mqksbridge.bridge.listeners import DoorFactory, ListenerService
+from mqksbridge.bridge.listeners import LIMIT, DoorFactory, ListenerService
 from mqksbridge.bridge.logs import Repeats, door_repeats
 from mqksbridge.bridge.outbox import OVER_LIMIT, Outbox
 from mqksbridge.bridge.security import LoginFailed
@@ -243,10 +243,12 @@ class TwinoConnection(protocol.Protocol):
                 self.dataReceived(chunk)
 
     @staticmethod
-    def refusal():
-        """Over max_connections: the hello answer a busy server gives (echo + 503), written
-        before the hello is read so the connection costs nothing while it waits."""
-        return PROTOCOL + encode(refused(ResultCode.BUSY, new_id()))
+    def refusal(door, reason):
+        """Refused before it starts, with the hello answer written before the hello is
+        read (the connection costs nothing while it waits): over max_connections the one
+        a busy server gives (echo + 503), a peer beyond loopback without users 401."""
+        code = ResultCode.BUSY if reason == LIMIT else ResultCode.UNAUTHORIZED
+        return PROTOCOL + encode(refused(code, new_id()))
 
     def connectionMade(self):
         door = self.door
@@ -411,7 +413,8 @@ def build(config, broker, scheduler, reactor, clock, security=None):
     door = TwinoDoor(broker, scheduler, clock, settings)
     door.security = security if security is not None and security.enabled else None
     door.warnings = door_repeats(config, clock.seconds, DOOR)
-    factory = DoorFactory(TwinoConnection, door)
+    factory = DoorFactory(TwinoConnection, door, refuse_peer=security.peer_filter(DOOR)
+                          if security is not None else None)
     services = [ListenerService(reactor, endpoint, factory) for endpoint in settings["listen"]]
     return door, services + [periodic(settings["check_interval"], door.sweep, clock,
                                       "twino keep-alive sweep", phase=0.4)]
