@@ -24,7 +24,7 @@ from mqksbridge.bridge.malamute.zmtp_router import CurveEndpoint, ZmtpRouter
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.core import Client, Consumer
 from mqksbridge.core.mailbox import DROPPED
-from mqksbridge.core.permissions import CONSUME, MAILBOX, Denied, Taken
+from mqksbridge.core.permissions import CONSUME, MAILBOX, QUEUE, STREAM, Denied, Taken
 from mqksbridge.protocols.malamute import codec, zrex
 from mqksbridge.protocols.malamute import session as ev
 from mqksbridge.protocols.malamute.codec import COMMAND_INVALID, FAILED, encode_error
@@ -135,7 +135,8 @@ class MalamuteDoor:
             return
         reply = outcome.reply
         if peer is not None and outcome.events and outcome.events[0].__class__ in _SUBSCRIBE:
-            refusal = self._over_limits(peer, outcome.events[0])
+            refusal = self._over_limits(peer, outcome.events[0]) or \
+                self._not_permitted(peer, outcome.events[0])
             if refusal is not None:
                 self._refuse(peer, refusal)
                 return
@@ -190,6 +191,24 @@ class MalamuteDoor:
             return "pattern longer than %d bytes" % self.max_pattern
         if peer.subscriptions >= self.max_subscriptions:
             return "more than %d stream reads and service offers" % self.max_subscriptions
+        return None
+
+    def _not_permitted(self, peer, event):
+        """Why the session's user may not make this STREAM-READ or SERVICE-OFFER, or None:
+        checked before the OK goes out (an ERROR after an OK would tell a real client
+        that its subscription was made). The core checks again when it is added."""
+        principal = peer.client.principal
+        if principal is None:
+            return None
+        try:
+            if isinstance(event, ev.StreamRead):
+                if principal.subjects(CONSUME, event.stream) is None:
+                    raise Denied(principal.user, CONSUME, STREAM, event.stream)
+            else:
+                principal.check(CONSUME, QUEUE, event.service)
+        except Denied as exc:
+            self.security.refused(DOOR, "denied", peer.address, str(exc))
+            return str(exc)
         return None
 
     def _refuse(self, peer, reason):
