@@ -180,7 +180,8 @@ class Outbox:
 
     def close(self):
         """Hand what is pending to the transport, then stop producing (connection going
-        away: the transport writes its buffer before it closes)."""
+        away: the transport writes its buffer before it closes). The producer is let go
+        too: a TLS transport sends its close only once no producer is registered."""
         if self.deferred and not self.closed:
             self._render()
         if self.parts and not self.closed:
@@ -189,6 +190,8 @@ class Outbox:
             self.transport.write(data)
             self.parts = []
             self.pending = 0
+        if not self.closed:
+            self.transport.unregisterProducer()
         self.closed = True
 
     def failed(self):
