@@ -14,6 +14,7 @@ from twisted.internet import interfaces, protocol
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.convert import mqks as convert
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
@@ -38,6 +39,7 @@ from mqksbridge.protocols.mqks.safe_eval import EvalError, eval_reply
 from mqksbridge.bridge.mqks.stats import eval_names
 
 DOOR = "mqks"
+SWEEP_INTERVAL = 1.0                 # seconds between looks at pre-authentication deadlines
 log = Logger(namespace="mqksbridge.mqks")
 
 
@@ -88,6 +90,7 @@ class MqksDoor:
                  warn_burst=10, warnings=None, handshake_timeout=10.0):
         self.broker = broker
         self.handshake_timeout = handshake_timeout   # TLS and the `auth` line, at most
+        self.waiting = {}            # connection -> its deadline, oldest first (sweep)
         self.security = security if security is not None and security.enabled else None
         self.clock = broker.clock.now    # the core's clock: arrival times, once per read
         self.traffic = DoorTraffic(DOOR, self.clock, max_connections)
@@ -335,6 +338,16 @@ class MqksDoor:
         if self.consumers.get(cid) is consumer:
             del self.consumers[cid]
 
+    def sweep(self):
+        """Once a second: connections past their pre-authentication deadline (one sweep,
+        no timer per connection; all share one timeout, so the oldest come first)."""
+        now = self.clock()
+        for conn, deadline in list(self.waiting.items()):
+            if deadline > now:
+                break
+            del self.waiting[conn]
+            conn.too_slow()
+
     def disconnected(self, conn):
         each(log, "mqks disconnect", (lambda: self._forget(conn.client),
                                       lambda: self.broker.disconnect(conn.client)))
@@ -353,11 +366,9 @@ class MqksConnection(protocol.Protocol):
     Before it is served a client may have to finish its TLS handshake (a TLS listener)
     and, with users, show who it is: a client certificate or its listener's user at once
     (`handshakeCompleted`, else `connectionMade`), an `auth` line on an auth listener.
-    That phase lasts `mqks.handshake_timeout` at most; a refused client gets its error
-    line, and is aborted if it has not let the close finish by then (a TLS peer that
-    never answers the close)."""
-
-    deadline = None                  # the pre-authentication timer while one runs
+    That phase lasts `mqks.handshake_timeout` at most (MqksDoor.sweep, once a second); a
+    refused client gets its error line, and is aborted if it has not let the close finish
+    by then (a TLS peer that never answers the close)."""
 
     def __init__(self, door):
         self.door = door
@@ -421,8 +432,7 @@ class MqksConnection(protocol.Protocol):
         self.login = None                    # the `auth` line's login while it is checked
         tls = interfaces.ISSLTransport.providedBy(self.transport)
         if tls or (not self.identified and self._auth_listener()):
-            self.deadline = self.door.broker.clock.call_later(self.door.handshake_timeout,
-                                                              self._too_slow)
+            self._start_deadline()
         elif not self.identified:
             self.identify()                  # refused at once when it is nobody
 
@@ -436,15 +446,18 @@ class MqksConnection(protocol.Protocol):
         elif self.identified:
             self._stop_deadline()
 
-    def _stop_deadline(self):
-        if self.deadline is not None and self.deadline.active():
-            self.deadline.cancel()
-        self.deadline = None
+    def _start_deadline(self):
+        """handshake_timeout from now (MqksDoor.sweep); a later one replaces it."""
+        waiting = self.door.waiting
+        waiting.pop(self, None)
+        waiting[self] = self.door.clock() + self.door.handshake_timeout
 
-    def _too_slow(self):
+    def _stop_deadline(self):
+        self.door.waiting.pop(self, None)
+
+    def too_slow(self):
         """The pre-authentication phase is over: refuse a client still in it; abort one
         refused before that has not closed."""
-        self.deadline = None
         if self.identified is None:
             self.transport.abortConnection()
         elif not self.identified:
@@ -460,9 +473,7 @@ class MqksConnection(protocol.Protocol):
 
     def _abort_later(self):
         """After a refusal: the close must be done within handshake_timeout."""
-        self._stop_deadline()
-        self.deadline = self.door.broker.clock.call_later(self.door.handshake_timeout,
-                                                          self._too_slow)
+        self._start_deadline()
 
     def _refuse(self, reason, req_id, detail, user=None):
         """Refuse a client not served yet: counted and logged with the eid of the error
@@ -637,7 +648,9 @@ def build(config, broker, scheduler, reactor, clock, security=None):
                     handshake_timeout=settings["handshake_timeout"])
     users, auth = settings["listen_users"], set(settings["auth"])
     refuse_peer = security.peer_filter(DOOR) if security is not None else None
-    return door, [ListenerService(reactor, endpoint,
-                                  DoorFactory(MqksConnection, door, users.get(endpoint),
-                                              auth=endpoint in auth, refuse_peer=refuse_peer))
-                  for endpoint in settings["listen"]]
+    return door, [*(ListenerService(reactor, endpoint,
+                                    DoorFactory(MqksConnection, door, users.get(endpoint),
+                                                auth=endpoint in auth, refuse_peer=refuse_peer))
+                    for endpoint in settings["listen"]),
+                  periodic(SWEEP_INTERVAL, door.sweep, clock, "mqks handshake sweep",
+                           phase=0.65)]

@@ -100,7 +100,7 @@ async def test_mqks_auth_listener_closes_a_client_that_never_logs_in(brokers, tm
     broker.advance(4.9)
     (conn,) = broker.doors["mqks"].connections
     assert conn.identified is False and not conn.outbox.closed     # still waiting
-    broker.advance(0.2)
+    broker.advance(1.2)                          # the door's sweep runs once a second
     eid = refusal(await idle.line())
     await idle.closed
     await logged_with(logged, eid, "no login within 5.0 s")
@@ -130,8 +130,8 @@ async def test_mqks_tls_client_that_never_finishes_its_handshake_is_closed(broke
     try:
         door = broker.doors["mqks"]
         await until(lambda: len(door.connections) == 1, what="the connection")
-        broker.advance(5.1)                      # refused: the close is asked for...
-        broker.advance(5.1)                      # ...and forced when the peer holds it
+        broker.advance(6)                        # refused: the close is asked for...
+        broker.advance(6)                        # ...and forced when the peer holds it
         await until(lambda: not door.connections, what="the connection closed")
         try:
             assert await deferToThread(raw.recv, 100) == b""
