@@ -430,7 +430,7 @@ class MqksConnection(protocol.Protocol):
         self.traffic.client = self.client
         self.identified = self.door.security is None
         self.login = None                    # the `auth` line's login while it is checked
-        tls = interfaces.ISSLTransport.providedBy(self.transport)
+        self.tls_pending = tls = interfaces.ISSLTransport.providedBy(self.transport)
         if tls or (not self.identified and self._auth_listener()):
             self._start_deadline()
         elif not self.identified:
@@ -441,6 +441,7 @@ class MqksConnection(protocol.Protocol):
 
     def handshakeCompleted(self):
         """TLS is up: a client certificate is known now (an `auth` listener waits on)."""
+        self.tls_pending = False
         if self.identified is False and not self._auth_listener():
             self.identify()
         elif self.identified:
@@ -460,16 +461,14 @@ class MqksConnection(protocol.Protocol):
         refused before that has not closed."""
         if self.identified is None:
             self.transport.abortConnection()
+        elif self.tls_pending:               # nothing can be said before TLS is up
+            self.door.warnings.warn(log, "refused", "mqks {client}: no TLS handshake within "
+                                    "{s} s, aborted", client=self.client.address,
+                                    s=self.door.handshake_timeout)
+            self.identified = None
+            self.transport.abortConnection()
         elif not self.identified:
             self._refuse("login", None, f"no login within {self.door.handshake_timeout} s")
-        else:                                # TLS without users: its handshake never ended
-            eid = error_id()
-            self.door.warnings.warn(log, "refused", "mqks error {eid} for {client}: no TLS "
-                                    "handshake within {s} s", eid=eid.decode(),
-                                    client=self.client.address, s=self.door.handshake_timeout)
-            self.identified = None
-            self.goodbye()
-            self._abort_later()
 
     def _abort_later(self):
         """After a refusal: the close must be done within handshake_timeout."""

@@ -376,3 +376,31 @@ async def test_malamute_unknown_command_does_nothing_for_anyone(broker):
         assert door.counters["malformed"] == n and malamute_state(broker) == before
         peer.close()
         broker.malamute_peers.remove(peer)
+
+
+# -- the [anonymous] example of docs/security.md ---------------------------------------------
+
+def documented_anonymous_table():
+    """The `[anonymous]` table of the users file example in docs/security.md, as written."""
+    docs = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "security.md")
+    with open(docs, encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("\n[anonymous]") + 1
+    return text[start:text.index("```", start)]
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_documented_anonymous_table_works_over_mqks(tmp_path):
+    users = tmp_path / "users.toml"
+    users.write_text(documented_anonymous_table())
+    broker = RunningBroker({"security": {"users": str(users)}})
+    await broker.start()
+    try:
+        client = await broker.mqks()
+        assert await client.request("1 consume --confirm public.feed public.news") == "1 ok "
+        client.send("2 publish public.news hello")
+        assert (await client.line()).endswith(" event=public.news hello")
+        assert is_error(await client.request("3 consume --confirm private.q public.news"), "3")
+        await client.close()
+    finally:
+        await broker.stop()
