@@ -163,3 +163,4 @@ async def test_mtls_user_over_max_connections_is_refused_at_connect_and_named(
         await until(lambda: len(door.connections) == 1, what="the refused one gone")
     finally:
         first.close()
+    await until(lambda: not broker.doors["mqks"].connections, what="the first one gone")
