@@ -7,15 +7,11 @@ import socket
 
 import pytest
 import pytest_twisted
-from twisted.internet import defer
 from twisted.internet.threads import deferToThread
-from twisted.logger import formatEvent, globalLogPublisher
 
 from mqksbridge.bridge.security.users import hash_password
-from tests.conftest import RunningBroker
 from tests.security.test_security_tls import TlsLines
 from tests.support.certs import Certificates
-from tests.support.lines import LineClient
 from tests.support.waits import until
 
 FAST = {"n": 1 << 10}
@@ -25,33 +21,8 @@ AUTH = "tcp:0:interface=127.0.0.1:backlog=53"
 
 
 @pytest.fixture
-def logged():
-    """The text of every log event while the test runs."""
-    seen = []
-
-    def observer(event):
-        seen.append(formatEvent(event))
-    globalLogPublisher.addObserver(observer)
-    yield seen
-    globalLogPublisher.removeObserver(observer)
-
-
-@pytest.fixture
 def certs(tmp_path):
     return Certificates(tmp_path)
-
-
-@pytest.fixture
-def brokers():
-    made = []
-
-    async def start(overrides):
-        broker = RunningBroker(overrides)
-        made.append(broker)
-        return await broker.start()
-    yield start
-    for broker in made:
-        pytest_twisted.blockon(defer.ensureDeferred(broker.stop()))
 
 
 def users(path, anonymous=False):
@@ -79,8 +50,8 @@ async def logged_with(logged, *words):
 
 @pytest_twisted.ensureDeferred
 async def test_mqks_client_that_is_nobody_is_refused_before_it_sends_anything(
-        brokers, tmp_path, logged):
-    broker = await brokers({"security": {"users": users(tmp_path / "u.toml")},
+        running, tmp_path, logged):
+    broker = await running({"security": {"users": users(tmp_path / "u.toml")},
                             "mqks": {"listen": [PLAIN]}})
     client = await broker.mqks()
     eid = refusal(await client.line())         # nothing sent: the error line comes anyway
@@ -90,9 +61,9 @@ async def test_mqks_client_that_is_nobody_is_refused_before_it_sends_anything(
 
 
 @pytest_twisted.ensureDeferred
-async def test_mqks_auth_listener_closes_a_client_that_never_logs_in(brokers, tmp_path,
+async def test_mqks_auth_listener_closes_a_client_that_never_logs_in(running, tmp_path,
                                                                      logged):
-    broker = await brokers({"security": {"users": users(tmp_path / "u.toml")},
+    broker = await running({"security": {"users": users(tmp_path / "u.toml")},
                             "mqks": {"listen": [AUTH], "auth": [AUTH],
                                      "handshake_timeout": 5.0}})
     idle = await broker.mqks()
@@ -112,8 +83,8 @@ async def test_mqks_auth_listener_closes_a_client_that_never_logs_in(brokers, tm
 
 
 @pytest_twisted.ensureDeferred
-async def test_mqks_wrong_password_logs_the_eid_it_sends(brokers, tmp_path, logged):
-    broker = await brokers({"security": {"users": users(tmp_path / "u.toml")},
+async def test_mqks_wrong_password_logs_the_eid_it_sends(running, tmp_path, logged):
+    broker = await running({"security": {"users": users(tmp_path / "u.toml")},
                             "mqks": {"listen": [AUTH], "auth": [AUTH]}})
     client = await broker.mqks()
     client.send("l auth app wrong")
@@ -123,8 +94,8 @@ async def test_mqks_wrong_password_logs_the_eid_it_sends(brokers, tmp_path, logg
 
 
 @pytest_twisted.ensureDeferred
-async def test_mqks_tls_client_that_never_finishes_its_handshake_is_closed(brokers, certs):
-    broker = await brokers({"mqks": {"listen": [certs.endpoint("ssl")],
+async def test_mqks_tls_client_that_never_finishes_its_handshake_is_closed(running, certs):
+    broker = await running({"mqks": {"listen": [certs.endpoint("ssl")],
                                      "handshake_timeout": 5.0}})
     raw = socket.create_connection(("127.0.0.1", broker.port("mqks")), timeout=10)
     try:
@@ -142,9 +113,9 @@ async def test_mqks_tls_client_that_never_finishes_its_handshake_is_closed(broke
 
 @pytest_twisted.ensureDeferred
 async def test_mtls_user_over_max_connections_is_refused_at_connect_and_named(
-        brokers, tmp_path, certs, logged):
+        running, tmp_path, certs, logged):
     mtls = certs.endpoint(ca=True, client_cert="optional")
-    broker = await brokers({"security": {"users": users(tmp_path / "u.toml")},
+    broker = await running({"security": {"users": users(tmp_path / "u.toml")},
                             "mqks": {"listen": [mtls]}})
     context = certs.context(certs.client("app"))
     first = await deferToThread(TlsLines, broker.port("mqks"), context)

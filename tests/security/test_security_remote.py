@@ -12,18 +12,15 @@ import textwrap
 
 import pytest
 import pytest_twisted
-from twisted.internet import defer
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.internet.threads import deferToThread
 from twisted.internet.testing import StringTransport
-from twisted.logger import formatEvent, globalLogPublisher
 
 from mqksbridge.bridge.listeners import Refused
 from mqksbridge.bridge.security import Security, is_local
 from mqksbridge.bridge.security.users import hash_password
 from mqksbridge.protocols.twino.codec import PROTOCOL, decode
 from mqksbridge.protocols.zmtp import codec as zmtp
-from tests.conftest import RunningBroker
 from tests.support.waits import until
 
 REMOTE = [IPv4Address("TCP", "192.0.2.7", 40000), IPv6Address("TCP", "2001:db8::7", 40000),
@@ -31,30 +28,6 @@ REMOTE = [IPv4Address("TCP", "192.0.2.7", 40000), IPv6Address("TCP", "2001:db8::
 LOCAL = [IPv4Address("TCP", "127.0.0.1", 40000), IPv4Address("TCP", "127.8.9.10", 1),
          IPv6Address("TCP", "::1", 40000), IPv6Address("TCP", "::ffff:127.0.0.1", 2),
          UNIXAddress(b"/tmp/mqks.sock"), UNIXAddress(None)]
-
-
-@pytest.fixture
-def logged():
-    seen = []
-
-    def observer(event):
-        seen.append(formatEvent(event))
-    globalLogPublisher.addObserver(observer)
-    yield seen
-    globalLogPublisher.removeObserver(observer)
-
-
-@pytest.fixture
-def brokers():
-    made = []
-
-    async def start(overrides=None):
-        broker = RunningBroker(overrides)
-        made.append(broker)
-        return await broker.start()
-    yield start
-    for broker in made:
-        pytest_twisted.blockon(defer.ensureDeferred(broker.stop()))
 
 
 def test_loopback_and_unix_peers_are_local_others_are_not():
@@ -87,8 +60,8 @@ def refusal_bytes(factory, address):
 
 
 @pytest_twisted.ensureDeferred
-async def test_each_door_refuses_other_hosts_in_its_own_terms(brokers, logged):
-    broker = await brokers()
+async def test_each_door_refuses_other_hosts_in_its_own_terms(running, logged):
+    broker = await running({})
     built = factories(broker)
     for address in REMOTE:
         mqks = refusal_bytes(built["mqks"], address)
@@ -109,18 +82,18 @@ async def test_each_door_refuses_other_hosts_in_its_own_terms(brokers, logged):
 
 
 @pytest_twisted.ensureDeferred
-async def test_twino_refusal_of_another_host_is_401(brokers):
-    broker = await brokers()
+async def test_twino_refusal_of_another_host_is_401(running):
+    broker = await running({})
     data = refusal_bytes(factories(broker)["twino"], REMOTE[0])
     assert decode(data[len(PROTOCOL):]).content_type == 401
 
 
 @pytest_twisted.ensureDeferred
-async def test_allowed_remote_peers_and_users_files_turn_the_filter_off(brokers, tmp_path):
-    allowed = await brokers({"security": {"allow_remote_anonymous": True}})
+async def test_allowed_remote_peers_and_users_files_turn_the_filter_off(running, tmp_path):
+    allowed = await running({"security": {"allow_remote_anonymous": True}})
     users = tmp_path / "users.toml"
     users.write_text(f'[users.a]\npassword = "{hash_password("x", n=1 << 10)}"\n')
-    with_users = await brokers({"security": {"users": str(users)}})
+    with_users = await running({"security": {"users": str(users)}})
     for broker in (allowed, with_users):
         for door, factory in factories(broker).items():
             assert refusal_bytes(factory, REMOTE[0]) is None, door
@@ -216,13 +189,13 @@ def remote_client(namespace, tries):
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_real_peer_on_another_host_is_refused_by_every_door(namespace, brokers,
+async def test_a_real_peer_on_another_host_is_refused_by_every_door(namespace, running,
                                                                      logged):
     host = namespace.host
     listen = {"mqks": {"listen": [f"tcp:0:interface={host}"]},
               "twino": {"listen": [f"tcp:0:interface={host}"]},
               "malamute": {"listen": [f"tcp://{host}:*"]}}
-    broker = await brokers(listen)
+    broker = await running(listen)
     mqks, twino, malamute = await deferToThread(remote_client, namespace, [
         (broker.port("mqks"), b"p ping remote\n", False), (broker.port("twino"), b"", False),
         (broker.port("malamute"), b"", False)])
@@ -233,7 +206,7 @@ async def test_a_real_peer_on_another_host_is_refused_by_every_door(namespace, b
                             for door in ("mqks", "twino", "malamute")) == 3)
     assert any(namespace.peer in text and "security.allow_remote_anonymous" in text
                for text in logged)
-    served = await brokers({**listen, "security": {"allow_remote_anonymous": True}})
+    served = await running({**listen, "security": {"allow_remote_anonymous": True}})
     (mqks,) = await deferToThread(remote_client, namespace,
                                   [(served.port("mqks"), b"p ping remote\n", True)])
     assert mqks == b"p ok remote\n"
