@@ -80,7 +80,8 @@ class TwinoOperations:
             result = operation(conn, frame)
         except TwinoProtocolError:       # unreadable options JSON
             result = ResultCode.BAD_REQUEST
-        except Denied:                   # a user's rules (docs/security.md)
+        except Denied as exc:            # a user's rules (docs/security.md)
+            self.door.security.refused("twino", "denied", conn.client.id, str(exc))
             result = ResultCode.UNAUTHORIZED
         if result is not None:
             code, content = result if isinstance(result, tuple) else (result, b"")

@@ -181,6 +181,13 @@ async def test_twino_operations_table(broker):
     assert len(broker.broker.queues["a.ch/1"]) == 1
 
 
+def test_every_twino_operation_served_has_a_rule_and_a_row(broker):
+    from mqksbridge.bridge.twino.ops import RULES
+    served = set(broker.doors["twino"].ops.table)
+    assert served == set(RULES)
+    assert served <= {code for _, code, *_ in TWINO}
+
+
 @pytest_twisted.ensureDeferred
 async def test_twino_stock_client_makes_its_own_queues_only(broker):
     bob = await twino_as(broker, "bob")
