@@ -470,10 +470,6 @@ class MqksConnection(protocol.Protocol):
         elif not self.identified:
             self._refuse("login", None, f"no login within {self.door.handshake_timeout} s")
 
-    def _abort_later(self):
-        """After a refusal: the close must be done within handshake_timeout."""
-        self._start_deadline()
-
     def _refuse(self, reason, req_id, detail, user=None):
         """Refuse a client not served yet: counted and logged with the eid of the error
         line it is sent, then the close (aborted if the peer holds it past the deadline)."""
@@ -484,12 +480,13 @@ class MqksConnection(protocol.Protocol):
         self.kept = None
         self.write(error(req_id, eid))
         self.goodbye()
-        self._abort_later()
+        self._start_deadline()               # the close must be done by then
 
     def identify(self):
-        """With users: who this client is, known once its first bytes came (a TLS
-        handshake is over by then): a client certificate's user, else its listener's
-        user, else the anonymous one; refused (error line, closed) when none."""
+        """With users: who this client is, known at connect (once TLS is up on a TLS
+        listener): a client certificate's user, else its listener's user, else the
+        anonymous one; refused (error line, closed) when none, or over its user's
+        max_connections."""
         security = self.door.security
         principal = security.certificate(self.transport)
         if principal is None:
@@ -515,11 +512,11 @@ class MqksConnection(protocol.Protocol):
         try:
             lines = self.framer.feed(data)
         except LineTooLong:
-            return self._refuse_login(None, "line too long before auth")
+            return self._refuse("login", None, "line too long before auth")
         if self.login is not None:           # a transport that reads on while paused (TLS)
             kept = self.kept[0] + lines
             if sum(map(len, kept)) > self.door.max_line:
-                return self._refuse_login(None, "too much data before the auth reply")
+                return self._refuse("login", None, "too much data before the auth reply")
             self.kept = (kept, False)
             return
         if not lines:
@@ -527,9 +524,9 @@ class MqksConnection(protocol.Protocol):
         try:
             req_id, action, data, _ = parse_request(lines[0])
         except MqksRequestError as exc:
-            return self._refuse_login(exc.req_id, str(exc))
+            return self._refuse("login", exc.req_id, str(exc))
         if action != b"auth":
-            return self._refuse_login(req_id, "the first line is not auth")
+            return self._refuse("login", req_id, "the first line is not auth")
         user, _, password = data.partition(b" ")
         self.kept = (lines[1:], False)
         self.transport.pauseProducing()
@@ -553,10 +550,7 @@ class MqksConnection(protocol.Protocol):
 
     def _login_failed(self, failure, req_id):
         if not self.outbox.closed:
-            self._refuse_login(req_id, failure.getErrorMessage())
-
-    def _refuse_login(self, req_id, reason):
-        self._refuse("login", req_id, reason)
+            self._refuse("login", req_id, failure.getErrorMessage())
 
     def goodbye(self):
         """MQKS has no goodbye line: what is pending goes out, then the socket closes."""
@@ -564,13 +558,10 @@ class MqksConnection(protocol.Protocol):
         self.transport.loseConnection()
 
     def dataReceived(self, data):
-        if not self.identified:
-            if self.identified is None:
-                return
-            if getattr(getattr(self, "factory", None), "auth", False):
-                return self.authenticate(data)
-            if not self.identify():
-                return
+        if not self.identified:              # refused (None), or before its `auth` line
+            if self.identified is False and self._auth_listener():
+                self.authenticate(data)
+            return
         self.traffic.bytes_in += len(data)
         too_long = False
         try:
