@@ -148,7 +148,8 @@ def with_door(args, door, action):
         except TimeoutError:             # ZeroMQ connects lazily: silence is the failure
             raise Unreachable(f"no answer from {door.address} ({args.url}) within "
                               f"{args.timeout or 10.0:g}s: is the broker running, its "
-                              f"{door.name} door on that endpoint?") from None
+                              f"{door.name} door on that endpoint (a door with logins "
+                              "wants --user)?") from None
         except ConnectionRefusedError:
             raise Unreachable(f"{door.address} refused the connection ({args.url}): is the "
                               f"broker running, its {door.name} door on that port?") from None

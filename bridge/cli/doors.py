@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from mqksbridge.bridge.clients import twino
 from mqksbridge.bridge.clients.malamute import MalamuteClient
-from mqksbridge.bridge.clients.mqks import MqksClient
+from mqksbridge.bridge.clients.mqks import MqksClient, MqksError
 from mqksbridge.protocols.malamute import zrex
 from mqksbridge.protocols.twino.codec import ContentType, Frame, MessageType, new_id
 
@@ -110,7 +110,12 @@ class MqksDoor:
         if self.credentials:
             user, password = self.credentials
             one_word("user", user)
-            self.client.request("auth", f"{user} {password}")
+            try:
+                self.client.request("auth", f"{user} {password}")
+            except MqksError as exc:
+                raise Refused(f"login refused: the MQKS door at {self.address} refused user "
+                              f"{user!r} (error id {exc}): a wrong password, or a listener "
+                              "without logins (mqks.auth)") from None
 
     def close(self):
         if self.client is not None:
