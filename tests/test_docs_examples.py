@@ -166,10 +166,10 @@ def with_exit_checks(text):
     for line in logical_lines(text):
         m = EXIT.search(line)
         if m and not line.lstrip().startswith("#"):
-            command = line[:m.start()]
-            out.append(f"__rc=0; {command} || __rc=$?; [ \"$__rc\" = {m.group(1)} ] || "
-                       f"{{ echo \"docs example: exit $__rc, not {m.group(1)}: \"{quote(command)} >&2;"
-                       " exit 99; }")
+            command, code = line[:m.start()], m.group(1)
+            out.append(f"__rc=0; {command} || __rc=$?; [ \"$__rc\" = {code} ] || {{ echo "
+                       f"\"docs example: exit $__rc, not {code}: \"{quote(command)} >&2; "
+                       "exit 99; }")
         else:
             out.append(line)
     return "\n".join(out)
@@ -260,3 +260,21 @@ def test_example_group_works_as_written(name, tmp_path):
     for block, options in members:
         if "output" in options:
             assert shows(block.text, out), f"{block!r} is not what {name} printed:\n{out}"
+
+
+@pytest.mark.parametrize("text, code", [
+    ("true\n", 0), ("false\n", 1), ("false  # exit 1\n", 0), ("true  # exit 2\n", 99),
+    ("(exit 3) &\n", 98), ("sleep 30 &\nkill %1\n", 0), ("false | true\n", 1),
+])
+def test_the_harness_checks_exit_statuses(text, code, tmp_path):
+    """What a group's script makes of exit statuses, foreground and background."""
+    members = [(Block("page.md", 1, "sh", text, None), [])]
+    done = subprocess.run(["bash", "-c", script(members, DEFAULT_PORTS)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == code, done.stderr
+
+
+def test_the_harness_matches_shown_output():
+    assert shows("name  depth\njobs  ...  0\n", "x\nname   depth\njobs  round-robin  0\n")
+    assert not shows("jobs 1\n", "jobs 0\n")
+    assert not shows("b\na\n", "a\nb\n")

@@ -169,8 +169,27 @@ def one_word(what, name):
 
 # -- Malamute --------------------------------------------------------------------------------
 
-class MalamuteDoor:
+class ZrexChecks:
+    """The checks Malamute and Twino share: every publish target, no --event on consume
+    (only MQKS binds events), tail patterns in zrex."""
+    no_events = ""
+
+    def check_publish(self, target):
+        pass
+
+    def check_consume(self, queue, events):
+        if events:
+            raise Usage(self.no_events)
+
+    def check_tail(self, stream, pattern):
+        if not zrex.valid(pattern or ""):
+            raise Usage(f"not a zrex pattern: {pattern!r} (Malamute's regular expressions, "
+                        "e.g. '^greet')")
+
+
+class MalamuteDoor(ZrexChecks):
     name = "malamute"
+    no_events = "a Malamute worker offers a service; --event is for MQKS"
 
     def __init__(self, endpoint, timeout, credentials=None):
         self.endpoint, self.timeout = endpoint, timeout
@@ -186,17 +205,6 @@ class MalamuteDoor:
         self.client = MalamuteClient(self.endpoint, "", timeout=self.timeout,
                                      username=user, password=password)
         self.client.connect()
-
-    def check_publish(self, target):
-        pass
-
-    def check_consume(self, queue, events):
-        if events:
-            raise Usage("a Malamute worker offers a service; --event is for MQKS")
-
-    def check_tail(self, stream, pattern):
-        if not zrex.valid(pattern or ""):
-            raise Usage(f"not a zrex pattern: {pattern!r}")
 
     def close(self):
         if self.client is not None:
@@ -245,8 +253,9 @@ def split_queue(name):
     return name, 0
 
 
-class TwinoDoor:
+class TwinoDoor(ZrexChecks):
     name = "twino"
+    no_events = "--event is for MQKS; a Twino client consumes a queue"
 
     def __init__(self, host, port, timeout, credentials=None):
         self.host, self.port, self.timeout = host, port, timeout
@@ -260,17 +269,6 @@ class TwinoDoor:
         token = ":".join(self.credentials) if self.credentials else None
         self.client = twino.connect(self.host, self.port, name="mqksbridge-cli",
                                     type="cli", token=token, timeout=self.timeout)
-
-    def check_publish(self, target):
-        pass
-
-    def check_consume(self, queue, events):
-        if events:
-            raise Usage("--event is for MQKS; a Twino client consumes a queue")
-
-    def check_tail(self, stream, pattern):
-        if not zrex.valid(pattern or ""):
-            raise Usage(f"not a zrex pattern: {pattern!r}")
 
     def close(self):
         for undo in reversed(self.cleanup):
