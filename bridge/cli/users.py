@@ -51,7 +51,7 @@ def run(args, out, stdin):
             raise ValueError(f"user {name!r} is already in {args.file}: change its password "
                              f"with `mqksbridge user passwd {name} --file {args.file}`")
         password = _password(args, stdin)
-        _append(args.file, existing, _entry(name, hash_password(password), args))
+        _write(args.file, _append, existing, _entry(name, hash_password(password), args))
         done = f"added user {name!r} to {args.file}"
     else:
         if args.publish or args.consume or args.manage:
@@ -62,7 +62,7 @@ def run(args, out, stdin):
                              f"`mqksbridge user add {name} --file {args.file}`")
         text = _with_password(existing.decode("utf-8"), name, args.file,
                               hash_password(_password(args, stdin)))
-        _replace(args.file, text.encode("utf-8"))
+        _write(args.file, _replace, text.encode("utf-8"))
         done = f"changed the password of {name!r} in {args.file}"
     try:
         load(args.file)
@@ -117,6 +117,14 @@ def _entry(name, stored, args):
     for verb in ("publish", "consume", "manage"):
         lines.append(f"{verb} = [{', '.join(map(_toml_string, getattr(args, verb)))}]")
     return "\n".join(lines) + "\n"
+
+
+def _write(path, how, *data):
+    """`how(path, *data)`; a file system refusal names the file (it is no connection)."""
+    try:
+        how(path, *data)
+    except OSError as exc:
+        raise ValueError(f"cannot write the users file {path}: {exc.strerror or exc}") from None
 
 
 def _append(path, existing, entry):
