@@ -26,7 +26,8 @@ How a group runs: in a fresh directory where `.venv` is a link to the virtualenv
 the tests, with its `bin` first on PATH (so `.venv/bin/mqksbridge` and `mqksbridge` both
 work), under `bash -e -o pipefail`: every command must exit 0 unless its line ends with the
 comment `# exit N` (then it must exit N). Commands put in the background (`&`) must have
-ended when the group ends: exit 0, or killed by the example itself (143).
+ended when the group ends: exit 0, killed by the example itself (143), or waited for by
+the example (which then checked its status).
 
 Ports: the docs show the default ports (MQKS 25000, Malamute 9999, Twino 22200, admin
 15680), which other brokers on this machine may hold. Each group gets free loopback ports
@@ -54,6 +55,7 @@ DEFAULT_PORTS = {"mqks": 25000, "malamute": 9999, "twino": 22200, "admin": 15680
 MARKER = re.compile(r"^<!--\s*(example:\s*(?P<spec>.*?)|not run:\s*(?P<reason>.+?)|"
                     r"shell example, run as written by (?P<test>\S+))\s*-->\s*$")
 EXIT = re.compile(r"\s#\s*exit\s+(\d+)\b.*$")
+BACKGROUND = re.compile(r"(?<!&)&\s*(#.*)?$")
 GROUP_SECONDS = 120      # generous: the machine is shared; a group takes 5-20 s
 
 
@@ -172,6 +174,8 @@ def with_exit_checks(text):
                        "exit 99; }")
         else:
             out.append(line)
+            if BACKGROUND.search(line) and not line.lstrip().startswith("#"):
+                out.append("__background+=($!)")     # checked when the group ends
     return "\n".join(out)
 
 
@@ -197,7 +201,7 @@ def on_ports(text, ports):
 
 
 def script(members, ports):
-    parts = ["set -eo pipefail",
+    parts = ["set -eo pipefail", "__background=()",
              "trap 'echo \"docs example: line $LINENO failed: $BASH_COMMAND\" >&2' ERR",
              "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"]
     for block, options in members:
@@ -208,9 +212,11 @@ def script(members, ports):
             parts.append(f"python - <<'__DOCS_PYTHON__'\n{block.text}__DOCS_PYTHON__")
         else:
             parts.append(with_exit_checks(on_ports(block.text, ports)))
-    parts.append('for __job in $(jobs -p); do __rc=0; wait "$__job" || __rc=$?; '
-                 'case $__rc in 0|143) ;; *) echo "docs example: a background command '
-                 'exited $__rc" >&2; exit 98;; esac; done')
+    # Every background command's status, even of one that ended long ago (bash keeps
+    # it for a $! pid); 127: the example waited for it itself (and checked it, under -e).
+    parts.append('for __job in "${__background[@]}"; do __rc=0; wait "$__job" 2>/dev/null '
+                 '|| __rc=$?; case $__rc in 0|127|143) ;; *) echo "docs example: a background '
+                 'command exited $__rc" >&2; exit 98;; esac; done')
     return "\n".join(parts) + "\n"
 
 
@@ -264,7 +270,9 @@ def test_example_group_works_as_written(name, tmp_path):
 
 @pytest.mark.parametrize("text, code", [
     ("true\n", 0), ("false\n", 1), ("false  # exit 1\n", 0), ("true  # exit 2\n", 99),
-    ("(exit 3) &\n", 98), ("sleep 30 &\nkill %1\n", 0), ("false | true\n", 1),
+    ("(exit 3) &\n", 98), ("(exit 3) &  # quick\nsleep 1\n", 98),
+    ("sleep 30 &\nkill %1\n", 0), ("sleep 1 &\nwait %1\n", 0), ("false | true\n", 1),
+    ("true && true\n", 0),
 ])
 def test_the_harness_checks_exit_statuses(text, code, tmp_path):
     """What a group's script makes of exit statuses, foreground and background."""
