@@ -22,12 +22,13 @@ test: $(STAMP) system-packages
 	$(BIN)/python -m pytest -q
 
 # Debian packages some tests use, installed when missing and run as root (CI): headless
-# Chromium for the dashboard test, libczmq for the zrex differential test against czmq.
+# Chromium for the dashboard test, libczmq for the zrex differential test against czmq,
+# jq for a docs/cli.md example (tests/test_docs_examples.py).
 system-packages:
 	@if [ "$$(id -u)" = 0 ] && ! { command -v chromium && command -v chromedriver \
-			&& ldconfig -p | grep -q 'libczmq\.so\.4'; } >/dev/null; then \
+			&& command -v jq && ldconfig -p | grep -q 'libczmq\.so\.4'; } >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -qq chromium chromium-driver libczmq4 >/dev/null; fi
+		apt-get install -y -qq chromium chromium-driver libczmq4 jq >/dev/null; fi
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'

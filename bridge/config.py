@@ -7,6 +7,7 @@ RULES, next to DEFAULTS, says what each key accepts (type, range, choices); `val
 refuses anything else at start-up with the key and the value in the message.
 """
 import copy
+import difflib
 import json
 import math
 import tomllib
@@ -165,7 +166,7 @@ def merge(base, extra, path=""):
             result[key] = {**result[key], **value} if both else value
             continue
         if key not in result:
-            raise ConfigError(f"unknown configuration key {path}{key} = {show(value)}")
+            raise ConfigError(unknown(result, path, key, value))
         if isinstance(result[key], dict):
             if not isinstance(value, dict):
                 raise ConfigError(f"configuration key {path}{key} = {show(value)}: "
@@ -176,6 +177,20 @@ def merge(base, extra, path=""):
     return result
 
 
+def unknown(known, path, key, value):
+    """One line for a key (or a whole section) the defaults do not have: the name and
+    value as given, and the nearest known name."""
+    names = [name for name in known if isinstance(known[name], dict) == isinstance(value, dict)]
+    guess = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    if isinstance(value, dict):
+        hint = f"did you mean [{path}{guess[0]}]?" if guess else \
+            "sections: " + ", ".join(f"[{path}{n}]" for n in names)
+        return f"unknown configuration section [{path}{key}]: {hint}"
+    hint = f"did you mean {path}{guess[0]}?" if guess else \
+        "every key is in docs/configuration.md"
+    return f"unknown configuration key {path}{key} = {show(value)}: {hint}"
+
+
 def load(path=None, overrides=None):
     """Defaults, then the TOML file, then `overrides`; validated (ConfigError)."""
     config = copy.deepcopy(DEFAULTS)
@@ -183,7 +198,7 @@ def load(path=None, overrides=None):
         with open(path, "rb") as f:
             try:
                 config = merge(config, tomllib.load(f))
-            except tomllib.TOMLDecodeError as exc:
+            except (tomllib.TOMLDecodeError, ConfigError) as exc:
                 raise ConfigError(f"{path}: {exc}") from None
     if overrides:
         config = merge(config, overrides)

@@ -5,6 +5,8 @@ string names one (Twisted's default of 50 made 938 of 1,000 simultaneous connect
 a SYN retry), and pauses accepting while the process is out of descriptors
 (bridge.descriptors). A door over its connection limit refuses in its own words (Refused).
 """
+import sys
+
 from twisted.application import service
 from twisted.internet import defer, endpoints, protocol
 from twisted.logger import Logger
@@ -13,6 +15,17 @@ from twisted.python.failure import Failure
 from mqksbridge.bridge.descriptors import pause_when_exhausted
 
 log = Logger(namespace="mqksbridge.listen")
+
+class CannotListen(Exception):
+    """An address twistd could not bind while starting (already logged in one line)."""
+
+
+def quiet_cannot_listen(kind, value, traceback, default=sys.excepthook):
+    """sys.excepthook for twistd: a CannotListen ends the process with status 1 after
+    twistd removed its pid file, without a traceback under the log line that says why."""
+    if not isinstance(value, CannotListen):
+        default(kind, value, traceback)
+
 
 BACKLOG = 1024     # pending connections per listener (libzmq listens with 100)
 _STREAM_KINDS = ("tcp", "tcp6", "ssl", "unix")   # endpoint types that take backlog=
@@ -30,9 +43,10 @@ def with_backlog(description):
 class ListenerService(service.Service):
     """Listen on a Twisted endpoint string while running; `ready` fires with the port."""
 
-    def __init__(self, reactor, description, factory):
+    def __init__(self, reactor, description, factory, configured=None):
         self.reactor = reactor
         self.description = with_backlog(description)
+        self.configured = configured or description     # as the user wrote it, for messages
         self.factory = factory
         self.port = None
         self.accept_pause = None               # bridge.descriptors.AcceptPause, once bound
@@ -45,6 +59,16 @@ class ListenerService(service.Service):
         status 1 and the reason instead of running without that listener."""
         super().privilegedStartService()
         self._listen(raise_now=True)
+
+    def _report(self, failure):
+        """One line: the endpoint as configured and the system's reason, without the
+        translated endpoint string or a traceback."""
+        error = getattr(failure.value, "socketError", None)
+        reason = getattr(error, "strerror", None) or failure.getErrorMessage()
+        log.error("cannot listen on {endpoint}: {reason} (stop what holds it, or configure "
+                  "another endpoint)", endpoint=self.configured, reason=reason)
+        self.ready.errback(failure)
+        self.ready.addErrback(lambda _: None)     # reported here; nobody else must
 
     def startService(self):
         super().startService()
@@ -61,11 +85,8 @@ class ListenerService(service.Service):
         outcome = []
         d.addBoth(outcome.append)              # TCP and UNIX bind at once: this runs now
         if isinstance(outcome[0], Failure):
-            log.error("cannot listen on {description}: {reason}", description=self.description,
-                      reason=outcome[0].getErrorMessage())
-            self.ready.errback(outcome[0])
-            self.ready.addErrback(lambda _: None)
-            outcome[0].raiseException()
+            self._report(outcome[0])
+            raise CannotListen(self.configured)   # twistd exits 1 (quiet_cannot_listen)
 
     def _listening(self, port):
         self.port = port
@@ -76,9 +97,7 @@ class ListenerService(service.Service):
     def _failed(self, failure):
         """A listener that fails after start-up (no twistd, or an endpoint that binds
         later) stops the reactor: a broker missing a door must not look healthy."""
-        log.failure("cannot listen on {description}", failure, description=self.description)
-        self.ready.errback(failure)
-        self.ready.addErrback(lambda _: None)     # reported above; nobody else must
+        self._report(failure)
         if self.reactor.running:
             self.reactor.stop()
         else:

@@ -5,6 +5,7 @@ Each door module exposes `build(config, broker, scheduler, reactor, clock) -> (d
 services)`; adding a door means adding it to DOORS, a section to config.DEFAULTS and a
 flag here. `reactor` is for I/O (listeners, the per-turn flush), `clock` for time.
 """
+import difflib
 import gc
 import importlib
 import signal
@@ -19,6 +20,7 @@ from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge import journal
 from mqksbridge.bridge.clock import ReactorClock, periodic
 from mqksbridge.bridge.descriptors import DescriptorLimit
+from mqksbridge.bridge.listeners import quiet_cannot_listen
 from mqksbridge.bridge.logs import json_observer, log_file
 from mqksbridge.bridge.memory import MemoryWatermark, watermark_bytes
 from mqksbridge.bridge.outbox import FlushScheduler
@@ -63,6 +65,25 @@ class Options(usage.Options):
         super().__init__()
         self.listeners = {}
         self.settings = {}
+
+    def parseOptions(self, options=None):
+        """A bad option is reported in one line, with the nearest option, before anything
+        else: twistd would print the whole usage first and the error last, where it
+        scrolls out of sight."""
+        try:
+            super().parseOptions(options)
+        except usage.UsageError as exc:
+            print(f"twistd mqksbridge: {exc}{self._guess(str(exc))}; every option: "
+                  "twistd mqksbridge --help", file=sys.stderr)
+            raise SystemExit(1)
+
+    def _guess(self, message):
+        words = [w for w in message.replace("'", " ").split() if w.startswith("-")]
+        if "not recognized" not in message or not words:
+            return ""
+        known = [f"--{name}" for name in (*self.longOpt, *self.synonyms)]
+        guess = difflib.get_close_matches(words[0].split("=")[0], known, n=1, cutoff=0.6)
+        return f" (did you mean {guess[0].rstrip('=')}?)" if guess else ""
 
     def _listen(self, door, endpoint):
         self.listeners.setdefault(door, [])
@@ -227,6 +248,7 @@ def makeService(options):
         top.log_observer = json_observer(log_file(getattr(options, "parent", None)))
     from twisted.internet import reactor
     reactor.callWhenRunning(stop_on_sigterm, reactor)
+    sys.excepthook = quiet_cannot_listen
     return top
 
 

@@ -4,12 +4,15 @@
     mqksbridge consume URL QUEUE [--ack] [--count N] [--json]
     mqksbridge tail URL STREAM [PATTERN]
     mqksbridge stats | queues | connections | purge QUEUE   [--admin URL]
+    mqksbridge user add|passwd NAME --file USERS.toml
 
 Subcommands are registered in COMMANDS (name -> (add_arguments, run)), so new ones (e.g.
 `user add`) are one entry. Exit codes, for scripts: 0 done, 1 the broker said no,
 2 usage, 3 cannot connect or the connection dropped, 4 timed out.
 """
 import argparse
+import getpass
+import os
 import signal
 import sys
 
@@ -47,11 +50,20 @@ def bodies_from(args, stdin):
     return [data[:-1] if data.endswith(b"\n") else data]
 
 
+def add_door_options(p):
+    p.add_argument("--user", help="log in as this user of the broker's users file "
+                                  "(Malamute PLAIN, Twino Client-Token, MQKS auth line); the "
+                                  "password from $MQKSBRIDGE_PASSWORD, else asked for")
+
+
 def run_publish(args, out, stdin):
     kind = "event" if args.event else "queue" if args.queue else "mailbox"
     name = args.event or args.queue or args.mailbox
+    target = (kind, name, args.stream)
+    door = open_door(args)
+    door.check_publish(target)
     bodies = bodies_from(args, stdin)
-    with_door(args, lambda door: door.publish((kind, name, args.stream), bodies, args.subject))
+    with_door(args, door, lambda door: door.publish(target, bodies, args.subject))
     if not args.quiet:
         print(f"published {len(bodies)} message{'s' if len(bodies) != 1 else ''}",
               file=sys.stderr)
@@ -74,7 +86,9 @@ def add_reading(p):
 
 
 def run_consume(args, out, stdin):
-    with_door(args, lambda door: print_messages(
+    door = open_door(args)
+    door.check_consume(args.queue, args.event)
+    with_door(args, door, lambda door: print_messages(
         door, door.consume(args.queue, args.event, args.ack), args, out))
 
 
@@ -88,7 +102,9 @@ def add_tail(p):
 
 
 def run_tail(args, out, stdin):
-    with_door(args, lambda door: print_messages(
+    door = open_door(args)
+    door.check_tail(args.stream, args.pattern)
+    with_door(args, door, lambda door: print_messages(
         door, door.tail(args.stream, args.pattern), args, out))
 
 
@@ -109,14 +125,44 @@ def print_messages(door, messages, args, out):
             return
 
 
-def with_door(args, action):
-    door = doors.open_door(args.url, args.timeout or 10.0)
+def open_door(args):
+    """The door of args.url, checked before anything connects (a usage error is one
+    whether or not a broker runs)."""
+    credentials = None
+    if args.user:
+        password = os.environ.get("MQKSBRIDGE_PASSWORD")
+        if password is None:
+            password = getpass.getpass(f"password for {args.user}: ")
+        credentials = (args.user, password)
+    return doors.open_door(args.url, args.timeout or 10.0, credentials)
+
+
+class Unreachable(ConnectionError):
+    """The door (or admin API) could not be reached; the message names where."""
+
+
+def with_door(args, door, action):
     try:
         try:
             door.connect()
-        except TimeoutError as exc:      # ZeroMQ connects lazily: silence is the failure
-            raise ConnectionError(f"no answer from {args.url}: {exc}") from None
-        action(door)
+        except TimeoutError:             # ZeroMQ connects lazily: silence is the failure
+            raise Unreachable(f"no answer from {door.address} ({args.url}) within "
+                              f"{args.timeout or 10.0:g}s: is the broker running, its "
+                              f"{door.name} door on that endpoint (a door with logins "
+                              "wants --user)?") from None
+        except ConnectionRefusedError:
+            raise Unreachable(f"{door.address} refused the connection ({args.url}): is the "
+                              f"broker running, its {door.name} door on that port?") from None
+        except OSError as exc:
+            raise Unreachable(f"cannot connect to {door.address} ({args.url}): "
+                              f"{exc.strerror or exc}") from None
+        try:
+            action(door)
+        except (ConnectionError, OSError) as exc:
+            if isinstance(exc, TimeoutError):
+                raise
+            raise Unreachable(f"the connection to {door.address} ({args.url}) dropped: "
+                              f"{exc}") from None
     finally:
         try:
             door.close()
@@ -127,7 +173,10 @@ def with_door(args, action):
 # -- the program -----------------------------------------------------------------------------
 
 def admin_command(fn):
-    return lambda args, out, stdin: fn(args, sys.stdout)
+    def run(args, out, stdin):
+        admin.check_url(args.admin)
+        fn(args, sys.stdout)
+    return run
 
 
 COMMANDS = {
@@ -139,8 +188,10 @@ COMMANDS = {
     "connections": (None, admin_command(admin.connections), "open connections (admin API)"),
     "purge": (lambda p: p.add_argument("queue"), admin_command(admin.purge),
               "drop every waiting message of a queue (admin API)"),
-    "user": (users.add_arguments, users.run, "add a user to the users file (docs/security.md)"),
+    "user": (users.add_arguments, users.run,
+             "add a user to the users file, or change a password (docs/security.md)"),
 }
+DOOR_COMMANDS = ("publish", "consume", "tail")
 ADMIN_COMMANDS = ("stats", "queues", "connections", "purge")
 
 
@@ -164,9 +215,13 @@ def command_parser(name):
     p.add_argument("--timeout", type=float,
                    help="give up after this many seconds (exit 4); door commands also use "
                         "it for each answer (default 10)")
+    if name in DOOR_COMMANDS:
+        add_door_options(p)
     if name in ADMIN_COMMANDS:
-        p.add_argument("--admin", default=admin.DEFAULT_ADMIN,
-                       help=f"admin API base URL (default {admin.DEFAULT_ADMIN})")
+        default = os.environ.get("MQKSBRIDGE_ADMIN_URL") or admin.DEFAULT_ADMIN
+        p.add_argument("--admin", default=default,
+                       help=f"admin API base URL (default $MQKSBRIDGE_ADMIN_URL, else "
+                            f"{admin.DEFAULT_ADMIN})")
         p.add_argument("--json", action="store_true", help="print the API's JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
@@ -198,7 +253,7 @@ def main(argv=None, stdin=None):
         return fail(TIMEOUT, f"timed out after {args.timeout}s")
     except TimeoutError as exc:
         return fail(TIMEOUT, f"no answer in time: {exc}")
-    except (doors.Usage, ValueError) as exc:
+    except (doors.Usage, admin.Usage, ValueError) as exc:
         return fail(USAGE, str(exc))
     except (doors.Refused, admin.AdminError) as exc:
         return fail(REFUSED, str(exc))
@@ -218,11 +273,17 @@ def main(argv=None, stdin=None):
 
 def _refusal(exc):
     """The door clients' own 'the broker said no' errors."""
-    from mqksbridge.bridge.clients.malamute import MalamuteError, MalamuteTimeout
+    from mqksbridge.bridge.clients.malamute import (MalamuteError, MalamuteLoginRefused,
+                                                    MalamuteTimeout)
     from mqksbridge.bridge.clients.mqks import MqksError
-    from mqksbridge.bridge.clients.twino import TwinoError
+    from mqksbridge.bridge.clients.twino import TwinoError, TwinoRefused
     if isinstance(exc, MalamuteTimeout):
         return None
+    if isinstance(exc, MalamuteLoginRefused):
+        return f"login refused: {exc}"
+    if isinstance(exc, TwinoRefused) and exc.code == 401:
+        return (f"login refused: the Twino door answered 401 (a wrong user or password, or "
+                "no --user where the broker wants one)")
     if isinstance(exc, (MqksError, MalamuteError, TwinoError)):
         return f"refused by the broker: {exc}"
     return None

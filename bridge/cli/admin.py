@@ -4,13 +4,32 @@ import json
 import os
 import urllib.error
 import urllib.request
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 DEFAULT_ADMIN = "http://127.0.0.1:15680"
 
 
 class AdminError(Exception):
     """The admin API answered with an error status (exit 1)."""
+
+
+class Usage(ValueError):
+    """A bad --admin URL (exit 2, before anything connects)."""
+
+
+def check_url(base):
+    """--admin must be http(s)://HOST[:PORT]: anything else is a usage error, named."""
+    parts = urlsplit(base)
+    example = f"e.g. --admin {DEFAULT_ADMIN}"
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        if "://" not in base:
+            raise Usage(f"--admin {base!r} is not a URL: write --admin http://{base}")
+        raise Usage(f"--admin {base!r}: unknown scheme {parts.scheme!r}, write http:// or "
+                    f"https://, {example}")
+    try:
+        parts.port
+    except ValueError:
+        raise Usage(f"--admin {base!r}: bad port, {example}") from None
 
 
 def call(base, path, method="GET", body=None, timeout=10.0):
@@ -34,6 +53,13 @@ def call(base, path, method="GET", body=None, timeout=10.0):
         except ValueError:
             message = exc.reason
         raise AdminError(f"{exc.code}: {message}") from None
+    except urllib.error.URLError as exc:
+        parts = urlsplit(base)
+        where = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+        reason = getattr(exc.reason, "strerror", None) or exc.reason
+        raise ConnectionError(f"cannot reach the admin API at {where} ({base}): {reason}: is "
+                              "the broker running, its admin endpoint (admin.listen) there?"
+                              ) from None
 
 
 def table(rows, columns):

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from mqksbridge.bridge.clients import twino
 from mqksbridge.bridge.clients.malamute import MalamuteClient
-from mqksbridge.bridge.clients.mqks import MqksClient
+from mqksbridge.bridge.clients.mqks import MqksClient, MqksError
 from mqksbridge.protocols.malamute import zrex
 from mqksbridge.protocols.twino.codec import ContentType, Frame, MessageType, new_id
 
@@ -53,24 +53,43 @@ class Received:
         return json.dumps(record, ensure_ascii=False)
 
 
-def open_door(url, timeout):
-    """The door adapter for a URL (not connected yet)."""
+def open_door(url, timeout, credentials=None):
+    """The door adapter for a URL (checked, not connected yet: a bad URL is a usage error
+    whether or not a broker runs). `credentials` is (user, password) or None."""
     scheme, sep, rest = url.partition("://")
     if not sep:
-        raise Usage(f"not a door URL: {url!r} (mqks://, malamute://, twino://)")
+        raise Usage(f"not a door URL: {url!r}: write mqks://HOST:PORT, "
+                    "malamute://tcp://HOST:PORT or twino://HOST:PORT")
     if scheme == "malamute":
-        if "://" not in rest:
-            raise Usage("malamute:// wants a ZeroMQ endpoint, e.g. malamute://tcp://host:9999")
-        return MalamuteDoor(rest, timeout)
+        return MalamuteDoor(zmq_endpoint(url, rest), timeout, credentials)
     if scheme not in DEFAULT_PORTS:
-        raise Usage(f"unknown door {scheme!r} (mqks, malamute, twino)")
+        raise Usage(f"unknown door {scheme!r} in {url!r}: write mqks://, malamute:// or "
+                    "twino://")
     parts = urlsplit(url)
-    host = parts.hostname or "127.0.0.1"
     try:
         port = parts.port or DEFAULT_PORTS[scheme]
-    except ValueError as exc:
-        raise Usage(f"bad port in {url!r}: {exc}") from None
-    return (MqksDoor if scheme == "mqks" else TwinoDoor)(host, port, timeout)
+    except ValueError:
+        raise Usage(f"bad port in {url!r}: write {scheme}://HOST:PORT, PORT 1-65535") from None
+    if parts.path not in ("", "/") or parts.query or parts.username:
+        raise Usage(f"{url!r}: a {scheme} URL is {scheme}://HOST[:PORT], nothing after it "
+                    "(credentials: --user)")
+    host = parts.hostname or "127.0.0.1"
+    return (MqksDoor if scheme == "mqks" else TwinoDoor)(host, port, timeout, credentials)
+
+
+def zmq_endpoint(url, endpoint):
+    """A ZeroMQ endpoint the client can connect to: tcp://HOST:PORT, ipc://PATH."""
+    transport, sep, address = endpoint.partition("://")
+    if transport == "tcp" and sep:
+        host, colon, port = address.rpartition(":")
+        if colon and host and port.isdigit() and 0 < int(port) < 65536:
+            return endpoint
+        raise Usage(f"{url!r}: a tcp endpoint is tcp://HOST:PORT, e.g. "
+                    "malamute://tcp://127.0.0.1:9999")
+    if transport == "ipc" and sep and address:
+        return endpoint
+    raise Usage(f"{url!r}: malamute:// wants a ZeroMQ endpoint, tcp://HOST:PORT or "
+                "ipc://PATH, e.g. malamute://tcp://127.0.0.1:9999")
 
 
 # -- MQKS ------------------------------------------------------------------------------------
@@ -78,28 +97,46 @@ def open_door(url, timeout):
 class MqksDoor:
     name = "mqks"
 
-    def __init__(self, host, port, timeout):
+    def __init__(self, host, port, timeout, credentials=None):
         self.host, self.port, self.timeout = host, port, timeout
+        self.credentials = credentials
+        self.address = f"{host}:{port}"
         self.client = None
 
     def connect(self):
+        """With credentials, the first line is `auth USER PASSWORD` (a listener in
+        `mqks.auth`)."""
         self.client = MqksClient(self.host, self.port, timeout=self.timeout)
+        if self.credentials:
+            user, password = self.credentials
+            one_word("user", user)
+            try:
+                self.client.request("auth", f"{user} {password}")
+            except MqksError as exc:
+                raise Refused(f"login refused: the MQKS door at {self.address} refused user "
+                              f"{user!r} (error id {exc}): a wrong password, or a listener "
+                              "without logins (mqks.auth)") from None
 
     def close(self):
         if self.client is not None:
             self.client.close()
 
-    def publish(self, target, bodies, subject=None):
+    def check_publish(self, target):
         kind, name, _ = target
         if kind != "event":
-            raise Usage("MQKS publishes events (--event); queues take them by binding")
+            raise Usage(f"MQKS publishes events: use --event instead of --{kind} (queues "
+                        "take events by their bindings: consume QUEUE --event EVENT)")
         one_word("event", name)
-        for body in bodies:
-            self.client.publish(name, body, confirm=True)
 
-    def consume(self, queue, events, ack):
+    def publish(self, target, bodies, subject=None):
+        for body in bodies:
+            self.client.publish(target[1], body, confirm=True)
+
+    def check_consume(self, queue, events):
         for what, name in (("queue", queue), *(("event", e) for e in events)):
             one_word(what, name)
+
+    def consume(self, queue, events, ack):
         cid = self.client.consume(queue, events, manual_ack=ack)
         return self._deliveries(cid, ack)
 
@@ -112,10 +149,12 @@ class MqksDoor:
                 "ack", f"{cid} {mid}", wait=False)) if ack else None
             yield received, settle
 
-    def tail(self, stream, pattern):
+    def check_tail(self, stream, pattern):
         if not pattern:
             raise Usage("MQKS binds exact events: tail mqks://... STREAM EVENT")
         one_word("event", pattern)
+
+    def tail(self, stream, pattern):
         queue = f"tail.{uuid.uuid4().hex[:12]}"
         cid = self.client.consume(queue, [pattern], when_unused=True)
         return self._deliveries(cid, False)
@@ -130,18 +169,41 @@ def one_word(what, name):
 
 # -- Malamute --------------------------------------------------------------------------------
 
-class MalamuteDoor:
-    name = "malamute"
+class ZrexChecks:
+    """The checks Malamute and Twino share: every publish target, no --event on consume
+    (only MQKS binds events), tail patterns in zrex."""
+    no_events = ""
 
-    def __init__(self, endpoint, timeout):
+    def check_publish(self, target):
+        pass
+
+    def check_consume(self, queue, events):
+        if events:
+            raise Usage(self.no_events)
+
+    def check_tail(self, stream, pattern):
+        if not zrex.valid(pattern or ""):
+            raise Usage(f"not a zrex pattern: {pattern!r} (Malamute's regular expressions, "
+                        "e.g. '^greet')")
+
+
+class MalamuteDoor(ZrexChecks):
+    name = "malamute"
+    no_events = "a Malamute worker offers a service; --event is for MQKS"
+
+    def __init__(self, endpoint, timeout, credentials=None):
         self.endpoint, self.timeout = endpoint, timeout
+        self.credentials = credentials
+        self.address = endpoint
         self.client = None
 
     def connect(self):
         """An anonymous session (address ""): an address would leave a mailbox of that
         name in the broker after every run, as Malamute keeps a mailbox for its owner's
-        return."""
-        self.client = MalamuteClient(self.endpoint, "", timeout=self.timeout)
+        return. Credentials log in with ZMTP PLAIN."""
+        user, password = self.credentials or (None, None)
+        self.client = MalamuteClient(self.endpoint, "", timeout=self.timeout,
+                                     username=user, password=password)
         self.client.connect()
 
     def close(self):
@@ -163,8 +225,6 @@ class MalamuteDoor:
         client.ping()                    # a round trip: the broker has taken every send
 
     def consume(self, queue, events, ack):
-        if events:
-            raise Usage("a Malamute worker offers a service; --event is for MQKS")
         self.client.set_worker(queue)
         return self._deliveries()
 
@@ -193,17 +253,22 @@ def split_queue(name):
     return name, 0
 
 
-class TwinoDoor:
+class TwinoDoor(ZrexChecks):
     name = "twino"
+    no_events = "--event is for MQKS; a Twino client consumes a queue"
 
-    def __init__(self, host, port, timeout):
+    def __init__(self, host, port, timeout, credentials=None):
         self.host, self.port, self.timeout = host, port, timeout
+        self.credentials = credentials
+        self.address = f"{host}:{port}"
         self.client = None
         self.cleanup = []
 
     def connect(self):
+        """Credentials go where Twino clients carry them: `Client-Token: USER:PASSWORD`."""
+        token = ":".join(self.credentials) if self.credentials else None
         self.client = twino.connect(self.host, self.port, name="mqksbridge-cli",
-                                    type="cli", timeout=self.timeout)
+                                    type="cli", token=token, timeout=self.timeout)
 
     def close(self):
         for undo in reversed(self.cleanup):
@@ -262,8 +327,6 @@ class TwinoDoor:
         return channel
 
     def consume(self, queue, events, ack):
-        if events:
-            raise Usage("--event is for MQKS; a Twino client consumes a queue")
         self._queue(queue, "round-robin", ack)
         return self._deliveries(ack, None)
 

@@ -12,6 +12,7 @@ from collections import deque
 from typing import NamedTuple
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from mqksbridge.protocols.malamute import codec as c
 from mqksbridge.protocols.malamute import zrex
@@ -35,6 +36,11 @@ class MalamuteTimeout(MalamuteError, TimeoutError):
     """No answer from the broker in time."""
 
 
+class MalamuteLoginRefused(MalamuteError):
+    """The broker refused the PLAIN login (ZAP status in ``code``: 400 a wrong user or
+    password, 300 a temporary refusal such as the user's connection limit)."""
+
+
 class Delivery(NamedTuple):
     """A delivered message; ``command`` is spelled as ``mlm_client_command``."""
     command: str
@@ -54,15 +60,25 @@ class MalamuteClient:
 
     ``address`` "" is anonymous (no mailbox).  ``timeout`` (seconds) bounds each
     wait for an OK or PONG.  ``hwm`` sets both high-water marks (0 = unlimited).
+    ``username`` and ``password`` log in with ZMTP PLAIN; a refused login raises
+    ``MalamuteLoginRefused`` (libzmq only reports it on a socket monitor, so the client
+    watches one while it waits: otherwise a refusal would look like silence).
     """
 
-    def __init__(self, endpoint, address="", timeout=5.0, *, context=None, hwm=1000):
+    def __init__(self, endpoint, address="", timeout=5.0, *, context=None, hwm=1000,
+                 username=None, password=None):
         self.endpoint, self.address, self.timeout = endpoint, address, timeout
+        self.username = username
         self._inbox = deque()
         self._socket = (context or zmq.Context.instance()).socket(zmq.DEALER)
         self._socket.setsockopt(zmq.SNDHWM, hwm)
         self._socket.setsockopt(zmq.RCVHWM, hwm)
         self._socket.setsockopt(zmq.LINGER, 1000)
+        self._monitor = None
+        if username is not None:
+            self._socket.plain_username = username.encode()
+            self._socket.plain_password = (password or "").encode()
+            self._monitor = self._socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         self._socket.connect(endpoint)
         self.connected = False
 
@@ -87,7 +103,7 @@ class MalamuteClient:
         frame that is not a command.
         """
         timeout = self.timeout if timeout is None else timeout
-        if not self._socket.poll(int(timeout * 1000)):
+        if not self._poll(int(timeout * 1000)):
             return None
         return c.decode(self._socket.recv_multipart())
 
@@ -114,6 +130,10 @@ class MalamuteClient:
                 self._call(c.ConnectionClose())
         finally:
             self.connected = False
+            if self._monitor is not None:
+                self._socket.disable_monitor()
+                self._monitor.close(0)
+                self._monitor = None
             self._socket.close()
             self._socket = None
 
@@ -156,7 +176,7 @@ class MalamuteClient:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
-            if not self._socket.poll(left):
+            if not self._poll(left):
                 return None
             command = c.decode(self._socket.recv_multipart())
             if command.__class__ in _DELIVERIES:
@@ -183,7 +203,7 @@ class MalamuteClient:
         deadline = time.monotonic() + self.timeout
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not self._socket.poll(int(left * 1000) + 1):
+            if left <= 0 or not self._poll(int(left * 1000) + 1):
                 raise MalamuteTimeout("no %s from %s" % (expected.__name__, self.endpoint))
             command = c.decode(self._socket.recv_multipart())
             cls = command.__class__
@@ -196,6 +216,24 @@ class MalamuteClient:
                 raise MalamuteError("broker answered ERROR %d" % command.code, command.code)
             elif cls is not c.ConnectionPong:
                 raise MalamuteError("unexpected %r" % (command,))
+
+    def _poll(self, milliseconds):
+        """Wait for a command; with a PLAIN login, a refusal on the monitor raises."""
+        if self._monitor is None:
+            return self._socket.poll(milliseconds)
+        poller = zmq.Poller()
+        poller.register(self._socket, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
+        ready = dict(poller.poll(milliseconds))
+        if self._monitor in ready:
+            event = recv_monitor_message(self._monitor)
+            self.connected = False
+            raise MalamuteLoginRefused(
+                "%s refused the PLAIN login of user %r (ZAP status %d): %s" % (
+                    self.endpoint, self.username, event["value"],
+                    "check the user name and password" if event["value"] == 400 else
+                    "a temporary refusal, e.g. the user's connection limit"), event["value"])
+        return self._socket in ready
 
     @staticmethod
     def _delivery(command):

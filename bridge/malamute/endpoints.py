@@ -39,7 +39,7 @@ class ZmqListener(ListenerService):
     """A ListenerService for one ZeroMQ endpoint; `endpoints` lists it once bound."""
 
     def __init__(self, reactor, endpoint, factory):
-        super().__init__(reactor, to_twisted(endpoint), factory)
+        super().__init__(reactor, to_twisted(endpoint), factory, configured=endpoint)
         self.requested = endpoint
 
     @property
