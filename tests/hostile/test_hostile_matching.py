@@ -1,18 +1,29 @@
-"""Issue 12 item 1: no pattern or subject blocks the reactor. Another client's round trip
-stays short while a hostile pattern meets a hostile subject."""
-import time
+"""No pattern or subject blocks the reactor: while a hostile pattern meets a hostile
+subject, the broker spends little CPU on it, so another client's round trip stays short.
 
+What is bounded is the broker's own CPU time from before the hostile traffic to the
+bystander's answer: the reactor is one thread, so that is the most the bystander can have
+waited for the matching (the old matcher spent 10 s of CPU on one subject), and unlike a
+wall-clock bound it does not grow when other processes load the machine. The bystander
+must still be answered (its client gives up after TIMEOUT)."""
 import pytest
 
 from mqksbridge.bridge.clients.mqks import MqksError
+from tests.hostile.conftest import TIMEOUT
 
-BOUND = 1.0          # seconds another client's ping may take meanwhile (the fix: milliseconds)
+BOUND = 1.0          # broker CPU seconds the hostile traffic may cost (the fix: milliseconds)
 
 
-def round_trip(client):
-    started = time.monotonic()
-    client.ping()
-    return time.monotonic() - started
+class Spent:
+    """Broker CPU seconds since it was made, read after the bystander's ping is answered."""
+
+    def __init__(self, broker):
+        self.process = broker.process
+        self.started = self.process.cpu_seconds()
+
+    def after_round_trip(self, client):
+        client.ping()
+        return self.process.cpu_seconds() - self.started
 
 
 def test_catastrophic_pattern_meets_long_subject(broker):
@@ -22,10 +33,11 @@ def test_catastrophic_pattern_meets_long_subject(broker):
     writer = broker.malamute()
     writer.set_producer("hostile")
     bystander = broker.mqks()
+    spent = Spent(broker)
     writer.send("a" * 200, b"no b")
     writer.send("a" * 199 + "b", b"one b")
-    assert round_trip(bystander) < BOUND
-    got = reader.recv(BOUND)
+    assert spent.after_round_trip(bystander) < BOUND
+    got = reader.recv(TIMEOUT)
     assert got is not None and got.frames == (b"one b",)
 
 
@@ -35,15 +47,16 @@ def test_dot_star_x_against_a_60_kb_mqks_event(broker):
     reader = broker.malamute()
     reader.set_consumer("mqks", ".*x")
     publisher, bystander = broker.mqks(), broker.mqks()
+    spent = Spent(broker)
     refused = publisher.publish("a" * 60_000, "big", confirm=False)
-    assert round_trip(bystander) < BOUND
+    assert spent.after_round_trip(bystander) < BOUND
     with pytest.raises(MqksError):
         publisher._reply(refused)                 # the error reply, even unconfirmed
     for _ in range(100):
         publisher.publish("a" * 1024, "long but allowed", confirm=False)
-    assert round_trip(bystander) < BOUND
+    assert spent.after_round_trip(bystander) < BOUND
     publisher.publish("short.x", "delivered")
-    got = reader.recv(BOUND)
+    got = reader.recv(TIMEOUT)
     assert got is not None and got.frames == (b"delivered",)
 
 
@@ -53,9 +66,10 @@ def test_nested_groups_pattern_over_many_subjects(broker):
     reader.set_consumer("hostile", "(.+?.*)(.+?.*)(.+?.*)(.+?.*)(.+?.*)(.+?.*)x")
     writer, bystander = broker.malamute(), broker.mqks()
     writer.set_producer("hostile")
+    spent = Spent(broker)
     for i in range(300):
         writer.send("a" * 250, b"%d" % i)
-    assert round_trip(bystander) < BOUND
+    assert spent.after_round_trip(bystander) < BOUND
     writer.send("ab" * 100 + "x", b"match")
-    got = reader.recv(BOUND * 3)
+    got = reader.recv(TIMEOUT)
     assert got is not None and got.frames == (b"match",)
