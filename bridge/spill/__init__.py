@@ -25,6 +25,7 @@ from twisted.internet import defer, threads
 from twisted.logger import Logger
 from twisted.python.threadpool import ThreadPool
 
+from mqksbridge.bridge.config import size_limit
 from mqksbridge.bridge.spill.pagers import JournalPager, ScratchPager
 from mqksbridge.core.window import StorageWindow, WindowBudget
 
@@ -157,11 +158,12 @@ def build(config, broker, reactor, clock):
     (every backlog resident, as before). Sets `broker.windows`; empties the spill
     directory (call it before any queue exists)."""
     settings = config["broker"]
-    window = settings["queue_memory_window"]
+    window = size_limit(settings["queue_memory_window"])
     if window is None:
         return None, None
     spill = Spill(os.path.join(config["data_dir"], SPILL), broker, reactor, clock, window,
-                  settings["queue_memory_window_messages"], settings["queue_memory_total"])
+                  settings["queue_memory_window_messages"],
+                  size_limit(settings["queue_memory_total"]))
     spill.clean()
     broker.windows = spill.window
     return spill, SpillService(spill)
