@@ -60,7 +60,7 @@ class Spill:
     def window(self, queue):
         """broker.windows: the StorageWindow of a new queue (or one turning durable)."""
         if queue.journal is not None:
-            pager = JournalPager(self, queue.name, self.broker.storage)
+            pager = JournalPager(self, queue.name, self.broker.storage, queue.journal.writer)
         else:
             pager = ScratchPager(self, queue.name)
         return StorageWindow(pager, self.window_messages, self.window_bytes, self.budget)

@@ -255,9 +255,10 @@ class ScratchPager(_Lanes):
 class JournalPager(_Lanes):
     """A durable queue: its backlog is its journal (module docstring)."""
 
-    def __init__(self, spill, name, storage):
+    def __init__(self, spill, name, storage, writer):
         super().__init__(spill, name)
         self.storage = storage
+        self.writer = writer          # the journal's GroupWriter: what it has yet to write
 
     def _open_tail(self, chunks):
         if chunks and chunks[-1].entries is not None:
@@ -291,6 +292,9 @@ class JournalPager(_Lanes):
         entries = chunk.entries[chunk.head:chunk.tail]
         if not all(type(e.record) is Slot for e in entries):
             return 1
+        if not all(map(self._on_disk, entries)):  # a copy the journal moved it to, unwritten
+            self.storage.when_stored(self.storage.appended, lambda: self.spill.schedule(self))
+            return 1
         runs, start = [], 0
         for k in range(1, len(entries) + 1):
             if k == len(entries) or entries[k].record.segment is not entries[start].record.segment:
@@ -310,6 +314,18 @@ class JournalPager(_Lanes):
             if n:
                 chunks.insert(i + n, part)
         return len(runs)
+
+    def _on_disk(self, entry):
+        """Whether the writer has written the entry's record (none of its batches, pending
+        or in flight, appends to that segment at or before it)."""
+        slot = entry.record
+        writer = self.writer
+        for batch in (writer.pending, writer.in_flight):
+            if batch is not None:
+                parts = batch.appends.get(slot.segment)
+                if parts is not None and slot.offset >= parts[0]:
+                    return False
+        return True
 
     def _read_placed(self, chunk, start, stop):
         segment = chunk.source
