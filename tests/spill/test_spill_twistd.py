@@ -6,6 +6,7 @@ import json
 import os
 import threading
 
+from tests.hostile.hostile import rss
 from tests.journal.crash import Line
 from tests.support.admin import fetch, fetch_json
 from tests.support.process import BrokerProcess
@@ -25,14 +26,6 @@ def broker(tmp_path, config=CONFIG):
     path = tmp_path / "broker.toml"
     path.write_text(config)
     return BrokerProcess(tmp_path, doors=("mqks", "admin"), args=["--config", str(path)])
-
-
-def rss(process):
-    with open(f"/proc/{process.process.pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 def consumer(port, queue, manual=False):
@@ -94,7 +87,7 @@ def test_backlog_pages_out_and_comes_back_in_order(tmp_path):
         port = process.ports["mqks"]
         stalled = consumer(port, b"stuck")
         healthy = consumer(port, b"fine")
-        before = rss(process)
+        before = rss(process.process.pid)
         count = 40_000
         publisher = threading.Thread(target=publish, args=(port, b"stuck", count, 1000))
         publisher.start()
@@ -108,7 +101,7 @@ def test_backlog_pages_out_and_comes_back_in_order(tmp_path):
         assert files, "no spill segment"
         with open(tmp_path / "var" / "spill" / "stuck" / files[0], "rb") as f:
             assert f.read(64).startswith(b"#mqksbridge journal segment")
-        grown = rss(process) - before
+        grown = rss(process.process.pid) - before
         # 40 MB of bodies went in; with a 200-message window little of it is resident
         assert grown < 20 << 20, f"RSS grew by {grown} bytes"
         assert read_all(stalled, b"stuck", count) == list(range(count))
