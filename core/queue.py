@@ -196,6 +196,28 @@ class Queue:
         window = self.window
         return len(self.entries) + len(self.priority) + (window.paged if window else 0)
 
+    def lengths(self):
+        """(priority, regular) stored entries, paged-out ones included."""
+        window = self.window
+        paged = window.lanes if window is not None else (0, 0)
+        return len(self.priority) + paged[PRIORITY], len(self.entries) + paged[REGULAR]
+
+    def take_stored(self):
+        """Take every stored entry, in order, priority lane first (paged-out ones a batch
+        at a time): a backlog moved elsewhere (admin)."""
+        window = self.window
+        for index, lane in _lanes(self, "all"):
+            while True:
+                while lane:
+                    entry = lane.popleft()
+                    self.bytes -= entry.message.size
+                    yield entry
+                if window is None or not window.lanes[index]:
+                    break
+                lane.extend(window.take(index, window.messages))
+        if not len(self):
+            self.bytes = 0
+
     def stored_entries(self):
         """Every stored entry in delivery order, lane by lane, paged-out ones read back
         without taking them (admin views and tests: it reads the pager's files)."""

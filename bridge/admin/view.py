@@ -157,15 +157,14 @@ class AdminView:
         rates = self.sampler.queue_rates.get(queue.name, {})
         by_door = Counter(c.client.door for c in queue.consumers)
         window = queue.window
-        paged = window.lanes if window is not None else (0, 0)
         return {
             "name": queue.name,
             "mode": queue.mode,
             "paused": queue.mode == "paused",
             "depth": len(queue),
-            "priority_depth": len(queue.priority) + paged[1],
+            "priority_depth": queue.lengths()[0],
             "resident": len(queue.entries) + len(queue.priority),   # stored, in memory
-            "paged_out": paged[0] + paged[1],                      # stored, on disk
+            "paged_out": window.paged if window is not None else 0,  # stored, on disk
             "paged_out_bytes": window.paged_bytes if window is not None else 0,
             "bytes": queue.bytes,
             "unacked": sum(len(c.unacked) for c in queue.consumers),

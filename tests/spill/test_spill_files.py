@@ -100,3 +100,19 @@ def test_requeued_and_deleted(tmp_path):
     broker.delete_queue("jobs")
     reactor.advance(0)
     assert files(tmp_path) == []
+
+
+def test_admin_move_takes_the_paged_backlog_too(tmp_path):
+    from mqksbridge.bridge.admin.actions import move
+    broker, reactor, spill = setup(tmp_path)
+    source = broker.queue("jobs")
+    for i in range(50):
+        source.put_message(Message(f"m{i}", "s", (b"x",)))
+    reactor.advance(0)
+    assert source.window.paged == 40
+    broker.queue("other")
+    assert move(broker, "jobs", "other")["moved"] == 50
+    assert len(source) == 0 and source.bytes == 0
+    other = broker.queues["other"]
+    assert other.lengths() == (0, 50)
+    assert [e.message.id for e in other.stored_entries()] == [f"m{i}" for i in range(50)]
