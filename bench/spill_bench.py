@@ -15,13 +15,13 @@ in order. Results go to bench/results/spill-latest.json.
 """
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from bench.procstat import rss_mb
@@ -91,20 +91,30 @@ class Broker:
         self.log.close()
 
 
-class Probe(threading.Thread):
-    """Publishes a timestamped probe to `healthy` every 10 ms and reads them back."""
+class Probe:
+    """Publishes a timestamped probe to `healthy` every 10 ms and reads them back, in a
+    process of its own: the flood's client threads must not hold up its clock (the GIL)."""
 
     def __init__(self, port):
-        super().__init__(daemon=True)
-        self.port = port
-        self.stop = threading.Event()
+        context = multiprocessing.get_context("fork")
+        self.stop = context.Event()
+        self.recording = context.Event()
+        self.results = context.Queue()
+        self.process = context.Process(target=self.run, args=(port,), daemon=True)
         self.latencies = []
-        self.recording = False
 
-    def run(self):
-        reader, writer = connect(self.port), connect(self.port)
+    def start(self):
+        self.process.start()
+
+    def join(self, timeout):
+        self.latencies = self.results.get(timeout=timeout)
+        self.process.join(timeout)
+
+    def run(self, port):
+        reader, writer = connect(port), connect(port)
         buffer = consume(reader, b"healthy", b"ev.healthy")
         reader.settimeout(0.01)
+        latencies = []
         n = 0
         while not self.stop.is_set():
             n += 1
@@ -116,10 +126,12 @@ class Probe(threading.Thread):
                 except socket.timeout:
                     continue
                 now = time.perf_counter()
+                recording = self.recording.is_set()
                 for line in got:
                     fields = line.split(b" ")       # CID ok MID event=E TIME
-                    if len(fields) >= 5 and self.recording:
-                        self.latencies.append(now - float(fields[4]))
+                    if len(fields) >= 5 and recording:
+                        latencies.append(now - float(fields[4]))
+        self.results.put(latencies)
 
 
 def percentile(values, fraction):
@@ -183,13 +195,13 @@ def run(spill, messages, size, durable):
         def sample():
             peak[0] = max(peak[0], rss_mb(pid))
 
-        probe.recording = True
+        probe.recording.set()
         rate = flood(broker, messages, size, sample)
-        probe.recording = False
+        probe.recording.clear()
         flood_peak = peak[0]
         in_order, drain_rate = drain(broker, stalled, messages, sample)
         probe.stop.set()
-        probe.join(5)
+        probe.join(30)
         lat = probe.latencies
         return {"spill": spill, "durable": durable, "messages": messages, "size": size,
                 "publish_per_s": round(rate), "drain_per_s": round(drain_rate),
