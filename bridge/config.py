@@ -33,6 +33,10 @@ DEFAULTS = {
         "memory_watermark": 0.4,     # resident memory past which publishers are not read:
                                      # a fraction of the machine's, bytes, or "max" (off)
         "memory_check_interval": 0.5,  # seconds between checks of the watermark
+        "queue_memory_window": 16 << 20,  # content bytes of a queue's backlog kept in memory;
+                                     # the rest is paged out to disk ("max": all in memory)
+        "queue_memory_window_messages": 50_000,  # and messages (docs/limits.md)
+        "queue_memory_total": 256 << 20,  # every queue's resident backlog together ("max": no cap)
     },
     "mqks": {
         "listen": ["tcp:25000"],
@@ -441,6 +445,9 @@ RULES = {
     "broker.queue_overflow": overflow_policies,
     "broker.memory_watermark": memory_watermark,
     "broker.memory_check_interval": number(0.01, 60.0),
+    "broker.queue_memory_window": byte_limit,
+    "broker.queue_memory_window_messages": integer(1, 1 << 31),
+    "broker.queue_memory_total": byte_limit,
     "mqks.listen": endpoints(twisted_endpoint),
     "mqks.stream": string(nonempty=True),
     "mqks.max_line": integer(64, 1 << 30),

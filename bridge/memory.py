@@ -67,8 +67,9 @@ class MemoryWatermark:
     """Checked by a periodic service (bridge.clock.periodic); `doors` is the live mapping
     of door name -> door (each with `.traffic`, a bridge.traffic.DoorTraffic)."""
 
-    def __init__(self, limit, doors, used=resident, trim=None):
+    def __init__(self, limit, doors, used=resident, trim=None, pressure=None):
         self.limit = limit
+        self.pressure = pressure     # () -> bool: another reason to hold publishers (spill)
         self.doors = doors
         self.used = used
         self.trim = trim if trim is not None else _malloc_trim()
@@ -78,17 +79,20 @@ class MemoryWatermark:
         self.held = {}               # Traffic.id -> Traffic held for MEMORY
 
     def check(self):
-        if self.limit is None:
+        pressed = self.pressure is not None and self.pressure()
+        if self.limit is None and not pressed and not self.alarm:
             return
         if self.alarm:
             self.trim()
         used = self.last = self.used()
-        if not self.alarm and used > self.limit:
+        over = pressed or (self.limit is not None and used > self.limit)
+        if not self.alarm and over:
             self.alarm = True
             self.alarms += 1
-            log.warn("memory alarm: {used} bytes resident, over the watermark of {limit}; "
-                     "publishers are not read until it clears", used=used, limit=self.limit)
-        elif self.alarm and used < self.limit * CLEAR:
+            log.warn("memory alarm: {used} bytes resident, watermark {limit}{spill}; "
+                     "publishers are not read until it clears", used=used, limit=self.limit,
+                     spill=", spill pages waiting for the disk" if pressed else "")
+        elif self.alarm and not pressed and (self.limit is None or used < self.limit * CLEAR):
             self.alarm = False
             log.info("memory alarm cleared: {used} bytes resident", used=used)
             held, self.held = self.held, {}

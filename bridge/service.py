@@ -25,6 +25,7 @@ from mqksbridge.bridge.logs import json_observer, log_file
 from mqksbridge.bridge.memory import MemoryWatermark, watermark_bytes
 from mqksbridge.bridge.outbox import FlushScheduler
 from mqksbridge.bridge import security as security_module
+from mqksbridge.bridge import spill as spill_module
 from mqksbridge.bridge.shutdown import BridgeService
 from mqksbridge.core import Broker
 
@@ -189,6 +190,11 @@ def build(config, reactor=None, clock=None):
                     queue_length_limit=configuration.size_limit(settings["queue_length_limit"]),
                     queue_overflow=settings["queue_overflow"], guarded=security.enabled)
     security.counters = broker.counters          # refusals beside the broker's other counts
+    spill, spill_service = spill_module.build(config, broker, reactor, clock)  # before any queue
+    if spill is not None:
+        spill_service.setServiceParent(top)
+        periodic(settings["sweep_interval"], spill.check, clock, "spill budget",
+                 phase=0.7).setServiceParent(top)
     GcTuning(settings["gc_threshold"]).setServiceParent(top)
     if settings["gc_young_interval"]:
         periodic(settings["gc_young_interval"], collect_young, clock,
@@ -205,7 +211,8 @@ def build(config, reactor=None, clock=None):
     journal_service.setServiceParent(top)
     scheduler = FlushScheduler(reactor)
     doors, listeners = {}, {}
-    broker.memory = MemoryWatermark(watermark_bytes(settings["memory_watermark"]), doors)
+    broker.memory = MemoryWatermark(watermark_bytes(settings["memory_watermark"]), doors,
+                                    pressure=spill.pressure if spill is not None else None)
     periodic(settings["memory_check_interval"], broker.memory.check, clock,
              "memory watermark", phase=0.3).setServiceParent(top)
     for name in DOORS:
@@ -216,6 +223,7 @@ def build(config, reactor=None, clock=None):
             svc.setServiceParent(top)
     top.doors, top.scheduler, top.broker, top.security = doors, scheduler, broker, security
     top.durability = durability
+    top.spill = spill
     durability.recover(doors["twino"].queues)   # before any listener accepts
     top.admin, services = admin_endpoint.build(config, broker, doors, listeners, reactor,
                                                clock, security=security)

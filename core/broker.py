@@ -46,6 +46,7 @@ class Broker:
         self.counters = Counter()
         self.memory = None             # the bridge's memory watermark (its state() for views)
         self.storage = StorageBarrier()  # durable records -> confirmations (core.storage)
+        self.windows = None      # queue -> its StorageWindow or None (core.window; bridge sets)
         self._listeners = []
 
     # -- time ----------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from operator import attrgetter
 from mqksbridge.core.limits import REJECT, dead_letter_queue
 from mqksbridge.core.message import Entry
 from mqksbridge.core.permissions import CONSUME, QUEUE, check
+from mqksbridge.core.window import PRIORITY, REGULAR
 
 ROUND_ROBIN, PUSH_ALL, BROADCAST, PULL, CACHE, PAUSED, STOPPED = (
     "round-robin", "push-all", "broadcast", "pull", "cache", "paused", "stopped")
@@ -77,6 +78,7 @@ class Queue:
         self.received = self.delivered = self.acked = self.requeued = 0
         self.dropped = self.expired = self.dead_lettered = 0
         self.journal = None            # core.journal: set once the queue is durable
+        self.window = None             # core.window: the backlog beyond it is paged out
         self.mode = mode
         self.ack_timeout = ack_timeout
         self.max_messages = max_messages
@@ -91,6 +93,8 @@ class Queue:
         self.dead_letter = dead_letter         # the queue dead letters go to
         self._direct = self._fanout = self._first_match = False
         self._refresh()
+        if broker.windows is not None:
+            self.window = broker.windows(self)
 
     def configure(self, **options):
         """Change options live (limits, timeouts, wait-for-ack...); re-dispatches."""
@@ -123,11 +127,18 @@ class Queue:
         """Make the queue durable: `journal` (core.journal) records what it holds now and
         everything it takes from here on. Of the fast paths only the direct hand-over
         stays on, and it tells the journal as put() does."""
+        window = self.window
+        if window is not None:             # its paged entries go to the journal too
+            self._page_all_in()
+            window.close()
         self.journal = journal
         self._refresh()
         for entry in self.live_entries():
             if entry.record is None:
                 journal.put(entry)
+        if window is not None:
+            self.window = self.broker.windows(self)
+            self.window.trim(self)
 
     def restore(self, entries):
         """Entries read back from the journal, in order, at the back of their lanes (a
@@ -141,11 +152,13 @@ class Queue:
                 (self.priority if message.priority else self.entries).append(entry)
         else:
             self.entries.extend(entries)
+        if self.window is not None:
+            self.window.trim(self)
         self.dispatch()
 
     def live_entries(self):
-        """Every entry the queue is responsible for: stored, or held unacked by one of its
-        consumers (each once)."""
+        """Every entry the queue is responsible for: stored (resident: paged-out entries
+        are the pager's), or held unacked by one of its consumers (each once)."""
         yield from self.priority
         yield from self.entries
         seen = set()
@@ -180,7 +193,41 @@ class Queue:
         self.dispatch()
 
     def __len__(self):
-        return len(self.entries) + len(self.priority)
+        window = self.window
+        return len(self.entries) + len(self.priority) + (window.paged if window else 0)
+
+    def lengths(self):
+        """(priority, regular) stored entries, paged-out ones included."""
+        window = self.window
+        paged = window.lanes if window is not None else (0, 0)
+        return len(self.priority) + paged[PRIORITY], len(self.entries) + paged[REGULAR]
+
+    def take_stored(self):
+        """Take every stored entry, in order, priority lane first (paged-out ones a batch
+        at a time): a backlog moved elsewhere (admin)."""
+        window = self.window
+        for index, lane in _lanes(self, "all"):
+            while True:
+                while lane:
+                    entry = lane.popleft()
+                    self.bytes -= entry.message.size
+                    yield entry
+                if window is None or not window.lanes[index]:
+                    break
+                lane.extend(window.take(index, window.messages))
+        if not len(self):
+            self.bytes = 0
+
+    def stored_entries(self):
+        """Every stored entry in delivery order, lane by lane, paged-out ones read back
+        without taking them (admin views and tests: it reads the pager's files)."""
+        window = self.window
+        yield from self.priority
+        if window is not None and window.lanes[PRIORITY]:
+            yield from window.peek(PRIORITY)
+        yield from self.entries
+        if window is not None and window.lanes[REGULAR]:
+            yield from window.peek(REGULAR)
 
     def refusal(self, message):
         """Why a put of `message` would be refused, or None."""
@@ -288,8 +335,7 @@ class Queue:
             return True
         if mode == CACHE:
             self.clear()
-        self.bytes += message.size
-        (self.priority if message.priority else self.entries).append(entry)
+        self._store(entry)
         if not self._dispatching:
             for c in self.consumers:        # all paused (a burst): resume() dispatches
                 if not c.client.paused:
@@ -303,6 +349,34 @@ class Queue:
                 self.broker.flow.congested(self, publisher)
         return True
 
+    def _store(self, entry):
+        """At the back of its lane: resident while the window admits it, else paged out
+        (core.window)."""
+        message = entry.message
+        self.bytes += message.size
+        lane = self.priority if message.priority else self.entries
+        window = self.window
+        if window is None or window.admits(self, lane, message):
+            lane.append(entry)
+        else:
+            window.page_out(self, lane, (entry,))
+
+    def _refill(self):
+        """Keep a lane with paged-out entries resident at its front (core.window)."""
+        window = self.window
+        if window is not None and window.paged:
+            window.refill(self)
+
+    def _page_all_in(self, lanes="all"):
+        """Every paged-out entry of `lanes` back at the end of its lane (a clear, a cache
+        keeping the latest, a queue turning durable: rare, and their cost is the backlog's)."""
+        window = self.window
+        if window is None:
+            return
+        for index, lane in _lanes(self, lanes):
+            while window.lanes[index]:
+                lane.extend(window.take(index, window.messages))
+
     def _make_room(self, message, forward):
         """A full queue whose overflow policy is not REJECT: the oldest stored messages
         (regular lane first) are dropped, or dead-lettered when `forward`, until `message`
@@ -311,7 +385,9 @@ class Queue:
         target = dead_letter_queue(self.overflow) if forward else None
         if target == self.name:
             target = None                         # its own dead letters: drop them
-        while self.refusal(message) == "full" and (self.entries or self.priority):
+        while self.refusal(message) == "full" and len(self):
+            if not self.entries:
+                self._refill()
             entry = self.entries.popleft() if self.entries else self.priority.popleft()
             self.bytes -= entry.message.size
             if target is not None:
@@ -323,6 +399,7 @@ class Queue:
                 self.dropped += 1
                 entry.notify("dropped", None, "overflow")
                 self._settle(entry, "removed")
+        self._refill()
         return self.refusal(message)
 
     # -- what consumers hand back ---------------------------------------------------------
@@ -374,13 +451,12 @@ class Queue:
         if mode == BROADCAST:
             self._broadcast(entry)
             return
-        if mode == CACHE and (self.entries or self.priority):
+        if mode == CACHE and len(self):
             self.dropped += 1
             entry.notify("dropped", None, "replaced")
             self._settle(entry, "removed")
             return
-        self.bytes += entry.message.size
-        (self.priority if entry.message.priority else self.entries).append(entry)
+        self._store(entry)
         self.dispatch()
 
     def _dead(self, entry, door=None):
@@ -404,25 +480,40 @@ class Queue:
 
     def clear(self, lanes="all"):
         """Drop stored entries: 'all' (or True), 'priority' or 'regular' lane only."""
-        chosen = {"priority": (self.priority,), "regular": (self.entries,)}.get(
-            lanes, (self.priority, self.entries))
-        for lane in chosen:
-            while lane:
-                entry = lane.popleft()
-                self.bytes -= entry.message.size
-                entry.notify("dropped", None, "cleared")
-                self._settle(entry, "removed")
-        if not (self.priority or self.entries):
+        window = self.window
+        for index, lane in _lanes(self, lanes):
+            while True:
+                while lane:
+                    entry = lane.popleft()
+                    self.bytes -= entry.message.size
+                    entry.notify("dropped", None, "cleared")
+                    self._settle(entry, "removed")
+                if window is None or not window.lanes[index]:
+                    break
+                lane.extend(window.take(index, window.messages))    # a batch at a time
+        if not len(self):
             self.bytes = 0
 
     def _keep_latest(self):
-        latest = self.entries[-1] if self.entries else (self.priority[-1] if self.priority else None)
-        for lane in (self.priority, self.entries):
-            for entry in lane:
-                if entry is not latest:
-                    self._settle(entry, "removed")
-        self.entries.clear()
-        self.priority.clear()
+        window = self.window
+        paged = window.lanes if window is not None else (0, 0)
+        if paged[REGULAR]:
+            latest = window.take_last(REGULAR, 1)[-1]
+        elif self.entries:
+            latest = self.entries[-1]
+        elif paged[PRIORITY]:
+            latest = window.take_last(PRIORITY, 1)[-1]
+        else:
+            latest = self.priority[-1] if self.priority else None
+        for index, lane in _lanes(self, "all"):
+            while True:
+                for entry in lane:
+                    if entry is not latest:
+                        self._settle(entry, "removed")
+                lane.clear()
+                if window is None or not window.lanes[index]:
+                    break
+                lane.extend(window.take(index, window.messages))    # a batch at a time
         self.bytes = 0
         if latest is not None:
             self.entries.append(latest)
@@ -492,8 +583,25 @@ class Queue:
     def dispatch(self):
         """Hand stored messages to consumers as the mode allows. Re-entrant safe."""
         self._dispatch()
+        window = self.window
+        if window is not None and window.paged:
+            self._dispatch_paged(window)
         if self.held and (not self.consumers or self._relieved()):
             self.broker.flow.relieved(self)
+
+    def _dispatch_paged(self, window):
+        """Page the backlog back in as consumers take it. When what is resident suits no
+        ready consumer (their filters, a push-all round nobody ready takes), one more
+        batch comes in past the window, until one does or the backlog is all in: a
+        matching message never waits on disk behind ones nobody takes."""
+        while window.paged:
+            if not window.refill(self):
+                if (self._dispatching or self.deleted or self._blocked()
+                        or self.mode not in (ROUND_ROBIN, PUSH_ALL)
+                        or not any(c.ready() for c in self.consumers)):
+                    return
+                window.refill(self, more=True)
+            self._dispatch()
 
     def _relieved(self):
         """Whether the publishers held for this queue may go on: it is back under the
@@ -715,8 +823,15 @@ class Queue:
         check(consumer.client, CONSUME, QUEUE, self.name)
         taken = []
         now = self.broker.clock.now()
-        for lane in (self.priority, self.entries):
-            while lane and len(taken) < count:
+        window = self.window
+        paged = window.lanes if window is not None else (0, 0)
+        for index, lane in _lanes(self, "all"):
+            while len(taken) < count:
+                if paged[index] and (lifo or not lane):    # its back is paged out
+                    lane.extend(window.take_last(index, 1) if lifo
+                                else window.take(index, window.messages))
+                elif not lane:
+                    break
                 entry = lane.pop() if lifo else lane.popleft()
                 self.bytes -= entry.message.size
                 expires = entry.message.expires_at
@@ -729,9 +844,11 @@ class Queue:
                 if clear and len(taken) == count:
                     self.clear(clear)
                 if left is not None:
-                    left.append((len(self.priority), len(self.entries)))
+                    left.append((len(self.priority) + paged[PRIORITY],
+                                 len(self.entries) + paged[REGULAR]))
         if clear and len(taken) < count:
             self.clear(clear)
+        self._refill()
         for entry in taken:
             self._track(consumer, entry)
             if entry.record is not None and not consumer.manual_ack:
@@ -760,16 +877,21 @@ class Queue:
                 del consumer.unacked[entry.message.id]       # this delivery, not a later one
                 entry.notify("nack", consumer, "timeout")
                 self.returned(consumer, entry)
-        for lane in (self.priority, self.entries):
-            while lane:
-                expires = lane[0].message.expires_at
-                if expires is None or expires > now:
+        window = self.window
+        for index, lane in _lanes(self, "all"):
+            while True:
+                while lane:
+                    expires = lane[0].message.expires_at
+                    if expires is None or expires > now:
+                        break
+                    entry = lane.popleft()
+                    self.bytes -= entry.message.size
+                    self.expired += 1
+                    entry.notify("dropped", None, "expired")
+                    self._settle(entry, "expired")
+                if lane or window is None or not window.lanes[index]:
                     break
-                entry = lane.popleft()
-                self.bytes -= entry.message.size
-                self.expired += 1
-                entry.notify("dropped", None, "expired")
-                self._settle(entry, "expired")
+                window.refill(self)
 
     # -- deletion -------------------------------------------------------------------------
     def close(self):
@@ -788,6 +910,17 @@ class Queue:
             if consumer.on_cancel is not None:
                 consumer.on_cancel(consumer)
         self.clear()
+        if self.window is not None:
+            self.window.close()
 
     def __repr__(self):
         return f"Queue({self.name!r}, mode={self.mode}, len={len(self)}, consumers={len(self.consumers)})"
+
+
+def _lanes(queue, lanes):
+    """(pager lane, deque) of 'all' (or True: priority first), 'priority' or 'regular'."""
+    if lanes == "priority":
+        return ((PRIORITY, queue.priority),)
+    if lanes == "regular":
+        return ((REGULAR, queue.entries),)
+    return ((PRIORITY, queue.priority), (REGULAR, queue.entries))

@@ -62,15 +62,11 @@ def move(broker, source, target):
         raise ActionError(400, "source and target are the same queue")
     src, dst = _queue(broker, source), _queue(broker, target)
     moved = refused = 0
-    for lane in (src.priority, src.entries):
-        while lane:
-            entry = lane.popleft()
-            src.bytes -= entry.message.size
-            if dst.put(entry):
-                moved += 1
-            else:
-                refused += 1
-    src.bytes = 0 if not (src.priority or src.entries) else src.bytes
+    for entry in src.take_stored():
+        if dst.put(entry):
+            moved += 1
+        else:
+            refused += 1
     src.dispatch()                   # lets go of publishers it held (core.flow)
     return {"from": source, "to": target, "moved": moved, "refused": refused}
 

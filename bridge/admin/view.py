@@ -156,12 +156,16 @@ class AdminView:
     def queue(self, queue):
         rates = self.sampler.queue_rates.get(queue.name, {})
         by_door = Counter(c.client.door for c in queue.consumers)
+        window = queue.window
         return {
             "name": queue.name,
             "mode": queue.mode,
             "paused": queue.mode == "paused",
             "depth": len(queue),
-            "priority_depth": len(queue.priority),
+            "priority_depth": queue.lengths()[0],
+            "resident": len(queue.entries) + len(queue.priority),   # stored, in memory
+            "paged_out": window.paged if window is not None else 0,  # stored, on disk
+            "paged_out_bytes": window.paged_bytes if window is not None else 0,
             "bytes": queue.bytes,
             "unacked": sum(len(c.unacked) for c in queue.consumers),
             "consumers": len(queue.consumers),

@@ -122,8 +122,8 @@ class TwinoEvents:
         queue = state.queue
         self._notify((_QUEUE_EVENTS[event], state.channel, 0), queue_event(
             channel=state.channel, id=state.id, tag=state.tag, status=state.status_name,
-            priority_messages=len(queue.priority) if queue else 0,
-            messages=len(queue.entries) if queue else 0, node=self.door.settings["node"]))
+            priority_messages=queue.lengths()[0] if queue else 0,
+            messages=queue.lengths()[1] if queue else 0, node=self.door.settings["node"]))
 
     def produced(self, state, message, client, stored=None):
         """MessageProduced. `stored` is the storage sequence of the push's records when it

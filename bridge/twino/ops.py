@@ -248,7 +248,7 @@ class TwinoOperations:
         queue = state.queue
         return queue_information(
             channel=state.channel, tag_name=state.tag, id=state.id,
-            priority_messages=len(queue.priority), messages=len(queue.entries),
+            priority_messages=queue.lengths()[0], messages=queue.lengths()[1],
             status=state.status_name, only_first_acquirer=queue.only_first,
             request_acknowledge=state.request_ack, acknowledge_timeout=_ms(queue.ack_timeout),
             message_timeout=_ms(state.message_timeout), use_message_id=state.use_message_id,

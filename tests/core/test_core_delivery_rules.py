@@ -37,6 +37,7 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
 from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
 from mqksbridge.core.queue import (BROADCAST, CACHE, MODES, PULL, PUSH_ALL, ROUND_ROBIN,
                                    STOPPED)
+from tests.support.pager import tiny_windows
 
 CHANNEL = "ch"
 NAMES = ("ch", "ch/1")
@@ -76,10 +77,14 @@ def matches(consumer, subject):
 
 
 class DeliveryRules(RuleBasedStateMachine):
+    windows = None                 # a broker's storage windows (core.window), or None
+
     def __init__(self):
         super().__init__()
         self.clock = FakeClock()
         self.broker = Broker(self.clock)
+        if self.windows is not None:
+            self.broker.windows = self.windows()
         self.n = 0
         self.msgs = {}             # message id -> Track
         self.held = {}             # (consumer, message id) -> ack deadline or None
@@ -402,7 +407,7 @@ class DeliveryRules(RuleBasedStateMachine):
     # -- promises --------------------------------------------------------------------------------
     @staticmethod
     def _stored(queue):
-        return [e.message.id for e in list(queue.priority) + list(queue.entries)]
+        return [e.message.id for e in queue.stored_entries()]
 
     @invariant()
     def promises_hold(self):
@@ -458,7 +463,7 @@ class DeliveryRules(RuleBasedStateMachine):
                 continue
             if queue.wait_for_ack and any(c.queue is queue for (c, _) in self.held):
                 continue
-            for entry in list(queue.priority) + list(queue.entries):
+            for entry in list(queue.stored_entries()):
                 assert not [c for c in queue.consumers
                             if c.ready() and matches(c, entry.message.subject)], \
                     f"{entry.message.id} waits in a {queue.mode} queue a consumer could take"
@@ -504,3 +509,19 @@ TestDeliveryRules = DeliveryRules.TestCase
 TestDeliveryRules.settings = settings(max_examples=250, stateful_step_count=60, deadline=None)
 TestChannelRules = ChannelRules.TestCase
 TestChannelRules.settings = settings(max_examples=120, stateful_step_count=40, deadline=None)
+
+
+
+# The same rules with every queue's backlog past two messages paged out (core.window).
+class PagedDeliveryRules(DeliveryRules):
+    windows = staticmethod(tiny_windows)
+
+
+class PagedChannelRules(ChannelRules):
+    windows = staticmethod(tiny_windows)
+
+
+TestPagedDeliveryRules = PagedDeliveryRules.TestCase
+TestPagedDeliveryRules.settings = TestDeliveryRules.settings
+TestPagedChannelRules = PagedChannelRules.TestCase
+TestPagedChannelRules.settings = TestChannelRules.settings

@@ -19,10 +19,11 @@ import tempfile
 
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import precondition, rule
-from twisted.internet import task
+from twisted.internet import defer, task
 
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.journal import Durability, layout
+from mqksbridge.bridge.spill import Spill
 from mqksbridge.core import Broker, FakeClock
 from tests.core.test_core_delivery_rules import DeliveryRules
 from tests.support.journal import inline
@@ -99,7 +100,7 @@ class DurableRules(DeliveryRules):
         assert len(back) == len(set(back)), "a message came back twice"
         assert set(back) <= set(self.msgs), "a message came back that was never put"
         stored = {e.message.id for q in self.broker.queues.values()
-                  for e in (*q.priority, *q.entries)}
+                  for e in q.stored_entries()}
         held = {mid for (_, mid) in self.held}
         for mid in self.confirmed & (stored | held):
             assert mid in back, f"{mid} was confirmed, is not settled, and did not come back"
@@ -108,3 +109,48 @@ class DurableRules(DeliveryRules):
 
 TestDurableRules = DurableRules.TestCase
 TestDurableRules.settings = settings(max_examples=120, stateful_step_count=40, deadline=None)
+
+
+def inline_spill(broker, root, reactor, clock):
+    """The real spill (bridge.spill: scratch files, journal read-back) with a two-message
+    window, its writes run inline when `reactor` (a task.Clock) turns."""
+    spill = Spill(root, broker, reactor, Seconds(clock), 1 << 20, 2, None,
+                  run=lambda work, *args: defer.maybeDeferred(work, *args))
+    broker.windows = spill.window
+    return spill
+
+
+class PagedDurableRules(DurableRules):
+    """Every durable queue keeps two messages resident; the rest is its journal, read back
+    (bridge.spill.pagers.JournalPager)."""
+
+    def __init__(self):
+        super().__init__()
+        inline_spill(self.broker, os.path.join(self.data_dir, "spill"),
+                     self.durability.reactor, self.clock)
+
+
+class PagedFileRules(DeliveryRules):
+    """The plain queues of the delivery rules, paged out to real scratch files past two
+    messages (bridge.spill.pagers.ScratchPager)."""
+
+    def __init__(self):
+        super().__init__()
+        self.data_dir = tempfile.mkdtemp(prefix="paged-rules-")
+        self.reactor = task.Clock()
+        inline_spill(self.broker, self.data_dir, self.reactor, self.clock)
+
+    def teardown(self):
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    @rule()
+    def spill_turn(self):
+        """The end of a reactor turn: paged-out chunks are written to their files."""
+        self.reactor.advance(0)
+
+
+TestPagedDurableRules = PagedDurableRules.TestCase
+TestPagedDurableRules.settings = settings(max_examples=60, stateful_step_count=40,
+                                          deadline=None)
+TestPagedFileRules = PagedFileRules.TestCase
+TestPagedFileRules.settings = settings(max_examples=60, stateful_step_count=60, deadline=None)

@@ -19,8 +19,10 @@ def broker(tmp_path):
     idle = rss(probe.process.pid)
     probe.stop()
     watermark = idle + 64 * MB
+    # paging off: with it, a backlog nobody reads goes to disk and never reaches the mark
     process = BrokerProcess(tmp_path, doors=("mqks", "admin"), args=[
         "--set", f"broker.memory_watermark={watermark}",
+        "--set", "broker.queue_memory_window=max",
         "--set", "broker.memory_check_interval=0.02"]).start()
     process.watermark = watermark
     yield process

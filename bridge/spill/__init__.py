@@ -1,0 +1,169 @@
+"""Paging queue backlogs out to disk: the files behind core.window.
+
+Every queue gets a StorageWindow (`broker.windows`): `broker.queue_memory_window` bytes
+and `broker.queue_memory_window_messages` entries of its backlog stay resident, the rest
+is paged out, and read back in order as consumers catch up (docs/limits.md). A durable
+queue pages out to its journal (bridge.spill.pagers.JournalPager: read back, never
+written twice); any other queue to scratch segment files under `<data_dir>/spill/`
+(ScratchPager), which hold nothing a restart brings back: the directory is emptied when
+the broker starts.
+
+One worker thread writes and removes scratch files, in order: the reactor never waits
+for the disk. `broker.queue_memory_total` caps every window together: past it each queue
+keeps only a few entries resident (core.window.WindowBudget, reviewed by `check`), and
+while pages waiting for the disk pass it too, or a write failed (a full disk: it is
+tried again each check), publishers are not read (the memory watermark's hold,
+bridge.memory): nothing is refused or dropped.
+"""
+import os
+import shutil
+import threading
+from functools import partial
+
+from twisted.application import service
+from twisted.internet import defer, threads
+from twisted.logger import Logger
+from twisted.python.threadpool import ThreadPool
+
+from mqksbridge.bridge.config import size_limit
+from mqksbridge.bridge.spill.pagers import JournalPager, ScratchPager
+from mqksbridge.core.window import StorageWindow, WindowBudget
+
+log = Logger(namespace="mqksbridge.spill")
+
+SPILL = "spill"             # <data_dir>/spill/<queue dir>/00000001.tq
+
+
+class Spill:
+    """The broker's pagers, their writer thread and the global budget (module docstring)."""
+
+    def __init__(self, root, broker, reactor, clock, window_bytes, window_messages, total,
+                 segment_size=16 << 20, run=None):
+        self.root = root
+        self.broker = broker
+        self.reactor = reactor
+        self.clock = clock
+        self.window_bytes = window_bytes
+        self.window_messages = window_messages
+        self.segment_size = segment_size
+        self.budget = WindowBudget(total)
+        self.pool = ThreadPool(1, 1, "mqksbridge-spill")
+        self.pool.threadFactory = partial(threading.Thread, daemon=True)
+        # run(work) -> Deferred: the worker thread (a test may run it inline)
+        self.run = run or partial(threads.deferToThreadPool, reactor, self.pool)
+        self.scheduled = {}          # id(pager) -> pager to flush at the end of this turn
+        self._call = None
+        self.pending = 0             # bytes handed to the worker, not written yet
+        self.failed = False          # the last write failed (a full disk)
+        self.written = self.writes = self.failures = 0
+
+    def window(self, queue):
+        """broker.windows: the StorageWindow of a new queue (or one turning durable)."""
+        if queue.journal is not None:
+            pager = JournalPager(self, queue.name, self.broker.storage, queue.journal.writer)
+        else:
+            pager = ScratchPager(self, queue.name)
+        return StorageWindow(pager, self.window_messages, self.window_bytes, self.budget)
+
+    def clean(self):
+        """At start: the scratch files of the last run hold nothing to bring back."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- writing -------------------------------------------------------------------------
+    def schedule(self, pager):
+        """`pager` has pages to write (or place) at the end of this reactor turn."""
+        self.scheduled[id(pager)] = pager
+        if self._call is None:
+            self._call = self.reactor.callLater(0, self.flush)
+
+    def flush(self):
+        self._call = None
+        scheduled, self.scheduled = self.scheduled, {}
+        for pager in scheduled.values():
+            pager.flush()
+
+    def write(self, file, data, offset, done=None, failed=None):
+        """Write `data` at `offset` of a scratch file on the worker thread; then `done()`
+        (or `failed()`) on the reactor."""
+        self.pending += len(data)
+        d = self.run(file.write, data, offset)
+        d.addCallbacks(self._written, self._failed, (len(data), done), None,
+                       (len(data), failed, file))
+
+    def _written(self, _, size, done):
+        self.pending -= size
+        self.written += size
+        self.writes += 1
+        self.failed = False
+        if done is not None:
+            done()
+
+    def _failed(self, failure, size, failed, file):
+        self.pending -= size
+        self.failures += 1
+        if not self.failed:
+            log.failure("spill: writing {path} failed; its pages stay in memory and "
+                        "publishers are held until a write succeeds", failure, path=file.path)
+        self.failed = True
+        if failed is not None:
+            failed()
+
+    def remove(self, file):
+        """Remove a scratch file on the worker thread, after every write before it."""
+        self.run(file.remove).addErrback(
+            lambda f: log.failure("spill: removing {path} failed", f, path=file.path))
+
+    # -- periodic ------------------------------------------------------------------------
+    def check(self):
+        """Review the global budget; after a failed write, try the pages again."""
+        self.budget.review(self.broker.queues.values())
+        if self.failed:
+            for queue in self.broker.queues.values():
+                window = queue.window
+                if window is not None and window.paged:
+                    self.schedule(window.pager)
+
+    def pressure(self):
+        """Whether publishers must wait (bridge.memory): a write failed, or the pages
+        waiting for the disk pass the global cap."""
+        total = self.budget.total
+        return self.failed or (total is not None and self.pending > total)
+
+    def state(self):
+        """What the admin API shows."""
+        return {"resident_bytes": self.budget.resident, "tight": self.budget.tight,
+                "pending_bytes": self.pending, "written_bytes": self.written,
+                "writes": self.writes, "failures": self.failures, "failed": self.failed}
+
+
+class SpillService(service.Service):
+    """Starts the spill's worker thread; on stop, lets it finish what it was given."""
+
+    name = "spill"
+
+    def __init__(self, spill):
+        self.spill = spill
+
+    def startService(self):
+        super().startService()
+        self.spill.pool.start()
+
+    def stopService(self):
+        super().stopService()
+        return defer.maybeDeferred(self.spill.pool.stop)
+
+
+def build(config, broker, reactor, clock):
+    """(Spill, SpillService), or (None, None) when `broker.queue_memory_window` is "max"
+    (every backlog resident, as before). Sets `broker.windows`; empties the spill
+    directory (call it before any queue exists)."""
+    settings = config["broker"]
+    window = size_limit(settings["queue_memory_window"])
+    if window is None:
+        return None, None
+    spill = Spill(os.path.join(config["data_dir"], SPILL), broker, reactor, clock, window,
+                  settings["queue_memory_window_messages"],
+                  size_limit(settings["queue_memory_total"]))
+    spill.clean()
+    broker.windows = spill.window
+    return spill, SpillService(spill)
