@@ -14,12 +14,14 @@ each in its own process, in turn (so all see the same load on a shared machine):
 - report: `mqksbridge-pipeline report DIR --out OUT --master M --quiet`.
 
 The figure of merit is (job - bare) / plain: what a job costs beyond starting Spark,
-against what one plain Python process needs. Best round of each counts; the load
-average is recorded. Results go to bench/results/pipeline-jobs-latest.json.
+against what one plain Python process needs. Best round of each counts; the CPU
+seconds of each step's process tree (JVM and Python workers included) and the load
+average are recorded too: on a shared machine wall time moves with the load. Results go to bench/results/pipeline-jobs-latest.json.
 """
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -57,13 +59,21 @@ print(n)
 """
 
 
+def _children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed(argv, cwd=None):
+    """(wall seconds, CPU seconds of the whole process tree: the JVM and its Python
+    workers are waited for by their parents, so they count), last line of output."""
+    cpu = _children_cpu()
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, cwd=cwd)
     elapsed = time.perf_counter() - started
     if done.returncode:
         raise RuntimeError(f"{argv} failed:\n{done.stdout}\n{done.stderr[-3000:]}")
-    return elapsed, done.stdout.strip().splitlines()[-1:]
+    return elapsed, _children_cpu() - cpu, done.stdout.strip().splitlines()[-1:]
 
 
 def main():
@@ -95,16 +105,21 @@ def main():
         }
         wanted = args.only.split(",")
         rounds = {name: [] for name in wanted}
+        cpu = {name: [] for name in wanted}
         loads = [os.getloadavg()[0]]
         for k in range(args.rounds):
             for name in wanted:
-                elapsed, last = timed(steps[name], cwd=ROOT)
+                elapsed, seconds, last = timed(steps[name], cwd=ROOT)
                 rounds[name].append(elapsed)
-                print(f"round {k + 1} {name:7s} {elapsed:6.1f} s  {' '.join(last)[:100]}", flush=True)
+                cpu[name].append(seconds)
+                print(f"round {k + 1} {name:7s} {elapsed:6.1f} s  {seconds:6.1f} CPU s  "
+                      f"{' '.join(last)[:80]}", flush=True)
             loads.append(os.getloadavg()[0])
         best = {name: min(times) for name, times in rounds.items()}
         result = {"records": args.records, "bytes": size, "master": args.master,
-                  "rounds": rounds, "best_s": best, "load_average": loads}
+                  "rounds": rounds, "cpu_s": cpu, "best_s": best,
+                  "best_cpu_s": {name: min(times) for name, times in cpu.items()},
+                  "load_average": loads}
         if {"bare", "plain"} <= best.keys():
             for job in ("export", "report"):
                 if job in best:

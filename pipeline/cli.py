@@ -88,12 +88,6 @@ def main(argv=None):
         print(f"mqksbridge-pipeline: {e}", file=sys.stderr)
         return 2
     show = False if args.quiet else None
-    from mqksbridge.pipeline.files import expand
-    try:
-        expand(args.journals)           # a typo fails here, in one line, not in Spark's planner
-    except OSError as e:
-        print(f"mqksbridge-pipeline: {e}", file=sys.stderr)
-        return 2
     if args.command == "replay":
         from mqksbridge.pipeline import replay
         try:
@@ -101,6 +95,12 @@ def main(argv=None):
         except ValueError as e:
             print(f"mqksbridge-pipeline: {e}", file=sys.stderr)
             return 2
+    from mqksbridge.pipeline.files import expand
+    try:
+        expand(args.journals)           # a typo fails here, in one line, not in Spark's planner
+    except OSError as e:
+        print(f"mqksbridge-pipeline: {e}", file=sys.stderr)
+        return 2
     spark = spark_session(args.master, conf)
     try:
         if args.command == "report":
