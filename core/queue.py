@@ -461,7 +461,11 @@ class Queue:
 
     def _dead(self, entry, door=None):
         """Handed out `max_deliveries` times and back again: to the dead-letter queue (a
-        new entry there, its retry count kept), settled here."""
+        new entry there, its retry count kept), settled here. This hand-back counts: the
+        journal and the copy say how often the message was really handed back."""
+        entry.retry += 1
+        if entry.record is not None:
+            self.journal.requeued(entry)
         self.dead_lettered += 1
         entry.notify("nack", None, "dead-lettered")
         self._settle(entry, "dead-lettered", door)

@@ -7,10 +7,12 @@
 
 `--master` (default local[*]) and `--conf KEY=VALUE` (repeatable) choose where Spark
 runs; the same job runs on a laptop and on a cluster. Exit status: 0 done, 1 the job
-failed, 2 bad arguments, 3 replay skipped messages its target cannot carry.
+failed, 2 bad arguments (a journal path that names nothing among them: checked before
+Spark starts), 3 replay skipped messages its target cannot carry.
 """
 import argparse
 import datetime
+import os
 import sys
 
 
@@ -56,6 +58,9 @@ def parser():
     export.add_argument("--out", required=True, help="output directory")
     export.add_argument("--columns", help="comma-separated columns (default: all but variables)")
     export.add_argument("--overwrite", action="store_true", help="replace what OUT holds")
+    export.add_argument("--with-comments", action="store_true",
+                        help="export comment records (#: segment notes, copies compaction moved "
+                             "forward) too; they are not messages and are left out by default")
 
     compact = commands.add_parser("compact", help="rewrite archived segments, keeping what the "
                                   "retention rule says (atomically)")
@@ -90,6 +95,12 @@ def main(argv=None):
         except ValueError as e:
             print(f"mqksbridge-pipeline: {e}", file=sys.stderr)
             return 2
+    from mqksbridge.pipeline.files import expand
+    try:
+        expand(args.journals)           # a typo fails here, in one line, not in Spark's planner
+    except OSError as e:
+        print(f"mqksbridge-pipeline: {e}", file=sys.stderr)
+        return 2
     spark = spark_session(args.master, conf)
     try:
         if args.command == "report":
@@ -97,7 +108,8 @@ def main(argv=None):
             report.clear(args.out)
             frames, facts = report.run(spark, args.journals, args.out, args.where, args.as_of, show)
             print(f"report: {facts['messages']} messages, {len(frames['queues'])} queues -> "
-                  f"{args.out}/report.html, tables in {args.out}/tables/")
+                  f"{os.path.join(args.out, 'report.html')}, tables in "
+                  f"{os.path.join(args.out, 'tables', '')}")
             return 0
         if args.command == "replay":
             result = replay.run(spark, args.journals, args.where, target, rate=args.rate,
@@ -108,7 +120,8 @@ def main(argv=None):
             from mqksbridge.pipeline import export
             columns = args.columns.split(",") if args.columns else None
             count = export.run(spark, args.journals, args.out, args.where, columns, show,
-                               "overwrite" if args.overwrite else "errorifexists")
+                               "overwrite" if args.overwrite else "errorifexists",
+                               args.with_comments)
             print(f"export: {count} records -> {args.out} (partitioned by day and queue)")
             return 0
     finally:

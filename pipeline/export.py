@@ -1,8 +1,10 @@
 """`export`: the journals as Parquet, partitioned by day (UTC, of the publish time) and
 queue: `OUT/day=2024-06-13/queue=orders/part-....parquet`.
 
-Every column of the data source but `variables` by default (`--columns` to choose);
-comment records are exported too (their status says so). Spark escapes partition
+Every column of the data source but `variables` by default (`--columns` to choose).
+Comment records (`#`: segment notes, the old copies of records compaction moved
+forward) are not messages, and an export of them would count a moved message twice:
+they are left out unless asked for (`--with-comments`; their status is `comment`). Spark escapes partition
 values that are not path-safe (`audit/1` becomes `audit%2F1`) and reads them back
 unescaped; a record of a file that is no journal has no queue
 (`queue=__HIVE_DEFAULT_PARTITION__`, null when read back).
@@ -17,13 +19,17 @@ from mqksbridge.pipeline.session import read
 DEFAULT = [c for c in COLUMNS if c != "variables"]
 
 
-def run(spark, paths, out, where=None, columns=None, show_progress=None, mode="errorifexists"):
+def run(spark, paths, out, where=None, columns=None, show_progress=None, mode="errorifexists",
+        with_comments=False):
     """Write the export; returns the number of records written."""
     wanted = list(columns or DEFAULT)
     for needed in ("queue", "created"):
         if needed not in wanted:
             wanted.append(needed)
-    df = read(spark, paths, columns_for(where, wanted))
+    needed = wanted if with_comments or "status" in wanted else wanted + ["status"]
+    df = read(spark, paths, columns_for(where, needed))
+    if not with_comments:
+        df = df.where(F.col("status") != "comment")     # pushed down: not decoded
     if where:
         df = df.where(where)
     df = df.select(*wanted).withColumn("day", F.to_date("created"))

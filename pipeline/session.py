@@ -2,9 +2,14 @@
 
 The same job runs on a laptop (`local[*]`) and on a cluster (`spark://host:7077`, YARN,
 Kubernetes): only `--master` and `--conf` change. Executors run the Python that runs
-the job (PYSPARK_PYTHON, `spark.pyspark.python`) unless told otherwise, so on a
-cluster the same environment (mqksbridge[pipeline] installed) must exist on every
-worker at the same path (docs/pipeline.md).
+the job unless `spark.pyspark.python` names another (docs/pipeline.md: the workers
+keep the environment at another path).
+
+PySpark's Python side does not read `spark.pyspark.python`: a SparkContext takes the
+workers' interpreter from the PYSPARK_PYTHON variable when it starts, and a Python
+data source keeps the interpreter its context had when it was registered. So the
+setting given to a session is applied here, before the context starts and again when
+the source is registered (`register`, for sessions built by hand).
 """
 import os
 import sys
@@ -32,23 +37,43 @@ def parse_conf(items) -> dict:
     return conf
 
 
+PYTHON = "spark.pyspark.python"
+
+
+def workers_python(conf=None) -> str:
+    """The interpreter the Python workers run: `spark.pyspark.python` when given, else
+    PYSPARK_PYTHON, else this one (it has mqksbridge installed)."""
+    return (conf or {}).get(PYTHON) or os.environ.get("PYSPARK_PYTHON") or sys.executable
+
+
 def spark_session(master="local[*]", conf=None, app="mqksbridge-pipeline"):
-    """A SparkSession with the textqueue data source registered."""
+    """A SparkSession with the textqueue data source registered and the workers
+    running `workers_python(conf)`."""
     from pyspark.sql import SparkSession
 
-    from mqksbridge.pipeline.source import TextQueueDataSource
-
-    python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    settings = {**DEFAULTS, "spark.pyspark.python": python}
+    settings = {**DEFAULTS, PYTHON: workers_python(conf)}
     if master.startswith("local"):
         settings.update(LOCAL)
     settings.update(conf or {})
+    os.environ["PYSPARK_PYTHON"] = settings[PYTHON]      # what the context starts with
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))
+    return register(spark)
+
+
+def register(spark):
+    """Make a session (one built by hand too) read textqueue: the source registered for
+    the interpreter the session's `spark.pyspark.python` names (this one when unset and
+    PYSPARK_PYTHON is not set either), and filter pushdown on. Returns the session."""
+    from mqksbridge.pipeline.source import TextQueueDataSource
+
+    sc = spark.sparkContext
+    sc.pythonExec = sc.getConf().get(PYTHON) or os.environ.get("PYSPARK_PYTHON") or sys.executable
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(TextQueueDataSource)
     return spark
 

@@ -6,7 +6,8 @@ first (one read and one `scan_queued` each). What is kept:
 - `-` records whose checksum verifies (or that an operator marked `\\c=-`), in the order
   of their original place: a compaction copy (`\\moved=S.O`) stands where its original
   stood, so a queue comes back in the order it was put in;
-- their retry counters, read from the record (hand edits included).
+- their retry counters, read from the record (hand edits included); a dead letter an
+  operator flipped back to `-` starts again at 0.
 
 What is left out, and logged with the file and offset: `=`, `!` and `#` records; a
 record whose checksum fails (a bit flip; it stays in the file as it is, for a person to
@@ -230,11 +231,18 @@ def _decoded(result, segment, base, offset, raw, origin):
     places, room = _places(offset, raw)
     message = Message(env.id, env.subject, env.frames, env.headers, env.sender, env.origin,
                       env.tracker, env.priority, env.expires_at, env.created_at)
-    entry = Entry(message, env.retry)
+    entry = Entry(message, 0 if _retried_dead_letter(env) else env.retry)
     entry.record = Slot(segment, offset, size, places, origin)
     if not room:
         result.unplaced.append(entry)
     return entry
+
+
+def _retried_dead_letter(env):
+    """A dead letter an operator flipped back to `-` (docs/guide.md): it starts a new
+    count of hand-backs, so it gets max_deliveries more tries (its old count stays in
+    the record until the next hand-back, and in the dead-letter queue's copy)."""
+    return env.settled is not None and env.settled.reason == "dead-lettered"
 
 
 def _in_order(kept, copied):

@@ -66,7 +66,7 @@ async def test_outbox_rejects_dead_letter_to_a_durable_dlq_every_door_consumes(t
         consumer = await running.mqks()
         assert await consumer.request("c1 consume --confirm jobs.dlq --manual-ack") == "c1 ok "
         line = await consumer.line()
-        assert line == f"c1 ok {first} event=ev,retry=1 for mqks", line   # retries kept
+        assert line == f"c1 ok {first} event=ev,retry=2 for mqks", line   # retries kept
         assert await consumer.request(f"a1 ack --confirm c1 {first}") == "a1 ok "
         assert await consumer.request("d1 delete_consumer --confirm c1") == "d1 ok "
         # 2: to a Malamute worker of service jobs.dlq
@@ -92,9 +92,9 @@ async def test_outbox_rejects_dead_letter_to_a_durable_dlq_every_door_consumes(t
         await running.stop()
     ids = (first, second, third)
     jobs = settled(tmp_path, "jobs")
-    assert {jobs[i] for i in ids} == {("!", 1, ("dead-lettered", "textqueue"))}
+    assert {jobs[i] for i in ids} == {("!", 2, ("dead-lettered", "textqueue"))}
     letters = settled(tmp_path, "jobs.dlq")
-    assert [letters[i] for i in ids] == [("=", 1, ("acked", "mqks")),
-                                         ("=", 1, ("acked", "malamute")),
-                                         ("=", 1, ("acked", "twino"))]
+    assert [letters[i] for i in ids] == [("=", 2, ("acked", "mqks")),
+                                         ("=", 2, ("acked", "malamute")),
+                                         ("=", 2, ("acked", "twino"))]
     assert [r.control for r in records(path) if r.control != "#"] == ["!"] * 6

@@ -114,9 +114,10 @@ def test_dead_letter_after_max_deliveries(tmp_path):
     h.commit()
     after = h.restart()
     assert after.ids() == [] and after.ids("jobs.dlq") == ["m1"]
-    assert after.retries("jobs.dlq") == {"m1": 1}
+    assert after.retries("jobs.dlq") == {"m1": 2}          # both hand-backs, in the copy
     data = open(segments(tmp_path)[-1], "rb").read()
     assert b"\n!body 1\n" in data and b"\\e=d" in data
+    assert b"\\r=2" in data                                   # and in the dead letter's record
 
 
 def test_expired_messages_are_settled(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 
 from mqksbridge.pipeline import report
 from mqksbridge.pipeline.session import spark_session, stop
-from tests.pipeline import traffic
+from tests.pipeline import dead_letters, traffic
 
 
 LEAN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -43,3 +43,11 @@ def local_report(spark, report_journals, tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
     frames, facts = report.run(spark, [report_journals], str(out), show_progress=False)
     return out, frames, facts
+
+
+@pytest.fixture(scope="session")
+def broker_journal(tmp_path_factory):
+    """(broker workdir, message ids, journal dir) of tests/pipeline/dead_letters.py."""
+    workdir = tmp_path_factory.mktemp("dead-letters")
+    ids, journal = dead_letters.write(workdir)
+    return workdir, ids, journal

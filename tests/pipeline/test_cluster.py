@@ -14,12 +14,20 @@ import pyspark
 import pytest
 
 from mqksbridge.pipeline import report
+from tests.pipeline import plain, workers
 from tests.pipeline.conftest import LEAN_JVM
+from tests.pipeline.test_retries import check_retries
 from tests.support.process import free_port
 
 SPARK_CLASS = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
 CLI = os.path.join(os.path.dirname(sys.executable), "mqksbridge-pipeline")
 STARTUP = 120
+CLUSTER_CONF = [
+    "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+    "--conf", "spark.executor.memory=768m", "--conf", "spark.cores.max=2",
+    "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false",
+    "--conf", f"spark.driver.extraJavaOptions={LEAN_JVM}",
+    "--conf", f"spark.executor.extraJavaOptions={LEAN_JVM}"]
 
 
 class Daemon:
@@ -103,12 +111,60 @@ def _sorted_rows(frame):
     return sorted((tuple(row[c] for c in columns) for row in frame.to_dict("records")), key=repr)
 
 
+def run_job(argv, timeout=600):
+    """Run a job's process (its own process group) to its end; (exit status, stdout,
+    stderr), once nothing of it is left."""
+    job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True, env=workers.environment())
+    try:
+        stdout, stderr = job.communicate(timeout=timeout)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    _wait_group_gone(job.pid)
+    return job.returncode, stdout, stderr
+
+
+def started_by_executors(log):
+    return [s for s in workers.starts(log) if "CoarseGrainedExecutorBackend" in s]
+
+
+def test_export_on_the_cluster_runs_the_python_the_conf_names(cluster, report_journals,
+                                                               broker_journal, tmp_path):
+    url, master, worker = cluster
+    _, ids, journal = broker_journal
+    python, log = workers.wrapper(tmp_path / "venv")
+    out = tmp_path / "export"
+    status, stdout, stderr = run_job(
+        [CLI, "export", str(report_journals), journal, "--out", str(out), "--master", url,
+         "--quiet", *CLUSTER_CONF, "--conf", f"spark.pyspark.python={python}"])
+    assert status == 0, stdout + stderr[-5000:]
+    assert started_by_executors(log), workers.starts(log)
+    rows = pandas.read_parquet(out)
+    assert "comment" not in set(rows["status"])          # a row is a message
+    messages = [r for r in plain.read_tree(report_journals) if r.status != "comment"]
+    check_retries(list(rows.itertuples()), ids)
+    assert len(rows) == len(messages) + 5               # + acked, dead, back, their dlq copies
+
+
+def test_a_plain_session_on_the_cluster(cluster, report_journals, tmp_path):
+    url, master, worker = cluster
+    python, log = workers.wrapper(tmp_path / "venv")
+    status, stdout, stderr = run_job([sys.executable, "-m", "tests.pipeline.workers", url, python,
+                                      str(report_journals)])
+    assert status == 0, stderr[-5000:]
+    queued, total = map(int, stdout.split())
+    assert 0 < queued < total
+    assert started_by_executors(log), workers.starts(log)
+
+
 def test_report_on_a_standalone_cluster_equals_local(cluster, report_journals, local_report, tmp_path):
     url, master, worker = cluster
     journals = report_journals
     out = tmp_path / "cluster-report"
     job = subprocess.Popen(
-        [CLI, "report", str(journals), "--out", str(out), "--master", url, "--quiet",
+        [CLI, "report", str(journals), "--out", f"{out}/", "--master", url, "--quiet",
          "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
          "--conf", "spark.executor.memory=768m", "--conf", "spark.cores.max=2",
          "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false",
@@ -124,7 +180,7 @@ def test_report_on_a_standalone_cluster_equals_local(cluster, report_journals, l
             job.wait()
     assert job.returncode == 0, stdout + stderr[-5000:]
     _wait_group_gone(job.pid)           # nothing of the job outlives it: JVM, Python workers
-    assert "report: 3" in stdout
+    assert "report: 3" in stdout and f" -> {out}/report.html, tables in {out}/tables/" in stdout
     assert re.search(r"Launching executor app-\S+/\d+ on worker", master.log()), master.log()[-2000:]
     local = local_report[1]
     for name in report.TABLES:

@@ -30,19 +30,25 @@ def journals(tmp_path_factory):
 def test_export_round_trip(spark, journals, tmp_path):
     out = str(tmp_path / "export")
     count = export.run(spark, [journals], out, show_progress=False)
-    assert count == 2000
+    comments = sum(r.status == "comment" for r in plain.read_tree(journals))
+    assert comments > 0 and count == 2000 - comments        # comment records are no messages
     days = sorted(d for d in os.listdir(out) if d.startswith("day="))
     assert days == ["day=2024-06-13", "day=2024-06-14", "day=2024-06-15"]
     assert sorted(os.listdir(os.path.join(out, "day=2024-06-14"))) == [
         "queue=audit%2F1", "queue=img", "queue=jobs", "queue=orders"]
     back = spark.read.parquet(out).select(*export.DEFAULT, "day").collect()
-    source = read(spark, [journals], export.DEFAULT).collect()
+    source = [r for r in read(spark, [journals], export.DEFAULT).collect() if r.status != "comment"]
     assert sorted(tuple(row)[:-1] for row in back) == sorted(map(tuple, source))
     for row in back:
         assert row.day == row.created.astimezone(UTC).date()
     narrowed = export.run(spark, [journals], str(tmp_path / "errors"), where="status = 'error'",
                           columns=["id", "status", "retry"], show_progress=False)
     assert narrowed == sum(r.status == "error" for r in plain.read_tree(journals))
+    everything = export.run(spark, [journals], str(tmp_path / "all"), columns=["id", "status"],
+                            show_progress=False, with_comments=True)
+    assert everything == 2000
+    written = spark.read.parquet(str(tmp_path / "all")).where("status = 'comment'").count()
+    assert written == comments
 
 
 def _kept(root, keep_days):

@@ -1,0 +1,136 @@
+"""The pipeline's jobs as a user runs them: the command, wall clock, Spark start included,
+against a bare Spark start and a plain single-process decode of the same journal.
+
+    python -m bench.pipeline_jobs [--records 1000000] [--rounds 2] [--master local[2]]
+
+One journal segment of `--records` records of realistic traffic is written with the
+project's own writer (tests/pipeline/traffic.py, the journal encoder). Each round runs,
+each in its own process, in turn (so all see the same load on a shared machine):
+
+- bare: a Spark session from `spark_session` (the jobs' settings) and a trivial count;
+- plain: one Python process that decodes every record (`journal.decode`: every variable
+  unquoted, frames and headers too) and checks every checksum (`journal.checksum_state`);
+- export: `mqksbridge-pipeline export DIR --out OUT --master M --quiet`;
+- report: `mqksbridge-pipeline report DIR --out OUT --master M --quiet`.
+
+The figure of merit is (job - bare) / plain: what a job costs beyond starting Spark,
+against what one plain Python process needs. Best round of each counts; the CPU
+seconds of each step's process tree (JVM and Python workers included) and the load
+average are recorded too: on a shared machine wall time moves with the load. Results go to bench/results/pipeline-jobs-latest.json.
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CLI = os.path.join(os.path.dirname(sys.executable), "mqksbridge-pipeline")
+
+BARE = """
+import sys
+from mqksbridge.pipeline.session import spark_session, stop
+spark = spark_session(sys.argv[1])
+assert spark.range(1000).count() == 1000
+stop(spark)
+"""
+
+PLAIN = """
+import sys
+from mqksbridge.protocols.textqueue import journal, scan
+data = open(sys.argv[1], "rb").read()
+result = scan(data)
+header = journal.decode_header(result.raws[0])
+tail = journal.whole_tail(result.incomplete)
+states = {}
+n = 0
+for raw in result.raws[1:] + ([tail.raw] if tail is not None else []):
+    journal.decode(raw, header.created_ms)
+    state = journal.checksum_state(raw)
+    states[state] = states.get(state, 0) + 1
+    n += 1
+assert states == {"ok": n}, states
+print(n)
+"""
+
+
+def _children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv, cwd=None):
+    """(wall seconds, CPU seconds of the whole process tree: the JVM and its Python
+    workers are waited for by their parents, so they count), last line of output."""
+    cpu = _children_cpu()
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=cwd)
+    elapsed = time.perf_counter() - started
+    if done.returncode:
+        raise RuntimeError(f"{argv} failed:\n{done.stdout}\n{done.stderr[-3000:]}")
+    return elapsed, _children_cpu() - cpu, done.stdout.strip().splitlines()[-1:]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--dir", default=tempfile.gettempdir())
+    parser.add_argument("--only", default="bare,plain,export,report",
+                        help="comma-separated steps to run")
+    parser.add_argument("--out", default=os.path.join(HERE, "results", "pipeline-jobs-latest.json"))
+    args = parser.parse_args()
+
+    from tests.pipeline import traffic
+    work = tempfile.mkdtemp(prefix="pipeline-jobs-", dir=args.dir)
+    try:
+        journal_dir = os.path.join(work, "journal", "orders")
+        os.makedirs(journal_dir)
+        segment = os.path.join(journal_dir, "00000001.tq")
+        size = traffic.stream_file(segment, "orders", args.records, seed=1)
+        journals = os.path.join(work, "journal")
+        steps = {
+            "bare": [sys.executable, "-c", BARE, args.master],
+            "plain": [sys.executable, "-c", PLAIN, segment],
+            "export": [CLI, "export", journals, "--out", os.path.join(work, "export"),
+                       "--overwrite", "--master", args.master, "--quiet"],
+            "report": [CLI, "report", journals, "--out", os.path.join(work, "report"),
+                       "--master", args.master, "--quiet"],
+        }
+        wanted = args.only.split(",")
+        rounds = {name: [] for name in wanted}
+        cpu = {name: [] for name in wanted}
+        loads = [os.getloadavg()[0]]
+        for k in range(args.rounds):
+            for name in wanted:
+                elapsed, seconds, last = timed(steps[name], cwd=ROOT)
+                rounds[name].append(elapsed)
+                cpu[name].append(seconds)
+                print(f"round {k + 1} {name:7s} {elapsed:6.1f} s  {seconds:6.1f} CPU s  "
+                      f"{' '.join(last)[:80]}", flush=True)
+            loads.append(os.getloadavg()[0])
+        best = {name: min(times) for name, times in rounds.items()}
+        result = {"records": args.records, "bytes": size, "master": args.master,
+                  "rounds": rounds, "cpu_s": cpu, "best_s": best,
+                  "best_cpu_s": {name: min(times) for name, times in cpu.items()},
+                  "load_average": loads}
+        if {"bare", "plain"} <= best.keys():
+            for job in ("export", "report"):
+                if job in best:
+                    result[f"{job}_minus_bare_over_plain"] = (best[job] - best["bare"]) / best["plain"]
+        print(json.dumps(result, indent=1))
+        os.makedirs(os.path.dirname(args.out), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
