@@ -219,7 +219,6 @@ class QueueJournal:
         segment = Segment(self.directory, number, created_ms, self.policy)
         header = records.encode_header(self.name, number, created_ms)
         self.writer.append(segment, header)
-        self._empty = segment.end           # a segment this long holds no record yet
         self.bytes += len(header)
         self.segments.append(segment)
         self.current = segment
@@ -227,6 +226,10 @@ class QueueJournal:
             self._retire(old)
         if compact:
             self._compact()
+        # A segment this long holds no new record yet: it takes the next one whatever its
+        # size (encode), even when compaction's copies filled it, or rolls would go on
+        # compacting copies forward without ever writing the record.
+        self._empty = segment.end
         return segment
 
     def _release(self, slot):
