@@ -22,6 +22,7 @@ import os
 import shutil
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mqksbridge.bridge.journal import layout
@@ -214,6 +215,55 @@ def power_cuts(policy, data, actions, options):
             recover_and_check(workload, again, workload.required(k))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(images, ignore_errors=True)
+
+
+class Lose:
+    """A cut that takes every unsynced change (`keep`: none of them)."""
+
+    def __init__(self, keep=False):
+        self.keep = keep
+
+    def __call__(self, n):
+        return n if self.keep else 0
+
+    def torn(self, size):
+        return None
+
+
+# Stragglers compacted forward at rolls of full segments, the rest acked, a message
+# rejected until it is dead-lettered, interval ticks between.
+STRAGGLERS = [("publish", 8, 117), ("take", 8), ("tick",), ("ack_newest", 6),
+              ("publish", 8, 117), ("take", 8), ("ack_newest", 8), ("publish", 8, 117),
+              ("reject", 0), ("take", 1), ("reject", 0), ("publish", 8, 117), ("tick",),
+              ("publish", 4, 60),
+              ("take", 9), ("ack_newest", 9), ("publish", 8, 117), ("tick",)]
+
+
+@pytest.mark.parametrize("policy", ["always", "interval"])
+@pytest.mark.parametrize("retention", [0.0, 604800.0])
+def test_every_crash_point_of_compaction_and_dead_lettering(tmp_path, policy, retention):
+    """Every crash point of one workload, the cut taking every unsynced change: the
+    shape of the losses LazyFS found (copies unsynced, flips and archiving synced)."""
+    options = {"segment_size": 1024, "compact_live": 0.9, "archive_retention": retention,
+               "max_deliveries": 1}
+    live = tmp_path / "live"
+    live.mkdir()
+    workload = Workload(str(live), policy, options)
+    for action in STRAGGLERS:
+        workload.run(action)
+    journal = workload.h.broker.queues["jobs"].journal
+    assert journal.moved and workload.h.broker.queues["jobs.dlq"].entries
+    log = workload.files.log
+    images = tempfile.mkdtemp(prefix="powercut-", dir=IMAGES)
+    try:
+        for k in range(len(log) + 1):
+            disk = workload.disk.copy()
+            disk.replay(log[:k])
+            cut = os.path.join(images, "cut%d" % k)
+            disk.image(cut, Lose())
+            recover_and_check(workload, cut, workload.required(k))
+    finally:
         shutil.rmtree(images, ignore_errors=True)
 
 
