@@ -10,8 +10,9 @@ writer's worker thread and, on stop, waits until every pending write and fsync i
 (and their confirmations released) before the broker closes connections.
 
 Files: layout (where things are), writer (group commit), store (one queue's journal),
-recovery (reading back), definitions (durable queue definitions across restarts).
-specs/textqueue.md section 8 documents the directory layout and lifecycle.
+recovery (reading back), definitions (durable queue definitions across restarts), files
+(the one layer every change to the disk goes through). specs/textqueue.md section 8
+documents the directory layout and lifecycle, docs/durability.md what is synced before what.
 """
 import fnmatch
 import gc

@@ -12,7 +12,8 @@ control character and stamps the settle field (specs/textqueue.md). Segments rol
 retired to `archive/` (removed when the retention is 0). At each roll, an older segment with few
 live records (at most `compact_live` of a segment's size) is compacted: its live records
 are copied forward into the current segment with `\\moved=` naming their original place,
-the originals become `#` (moved) after the copies are synced, and the segment retires.
+the originals become `#` (moved) after the copies are synced (under `interval` too: the
+writer's ordered batch), and the segment retires.
 A crash between the two leaves both on disk; recovery keeps the copy (bridge.journal
 .recovery), so nothing is lost and nothing is delivered twice.
 """

@@ -14,13 +14,18 @@ confirmation of the batch in publish order.
 One batch is in flight at a time: what arrives during an fsync waits, and goes as the
 next batch the moment the fsync ends, so a busy broker does one fsync per disk round
 trip with everything that arrived meanwhile in it. Edits come after the appends and the
-fsync of their batch, so an edit never reaches a file before the record it changes, and
-a compaction's `#` flips never reach a file before the copies they point to are synced.
+fsync of their batch, so an edit never reaches a file before the record it changes. A
+batch whose edits move live records elsewhere (a compaction's `#` flips, a dead-letter's
+`!`) is `ordered` (`sync_before_edits`): its `interval` appends are synced before its edits
+too, so those flips never reach a disk before the copies they point to. A new segment's
+directory entry (and that of any directory made for it) is synced right after the
+segment's first fdatasync. docs/durability.md is the whole argument.
 
 A batch that fails (disk full, I/O error) is logged and tried again after `retry_delay`
 seconds of the clock: its writes go to the same offsets (pwrite), so a retry rewrites
 rather than duplicates, and no confirmation of it is released until it succeeds.
-Every file is opened, written, synced, renamed and closed on the worker thread only.
+Every file is opened, written, synced, renamed and closed on the worker thread only,
+through `files` (bridge.journal.files: the one layer every change to the disk goes through).
 """
 import os
 import time
