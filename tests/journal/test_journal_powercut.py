@@ -267,7 +267,7 @@ def test_every_crash_point_of_compaction_and_dead_lettering(tmp_path, policy, re
         shutil.rmtree(images, ignore_errors=True)
 
 
-CUTS = settings(max_examples=int(os.environ.get("POWERCUT_EXAMPLES", 30)), deadline=None, suppress_health_check=list(HealthCheck))
+CUTS = settings(max_examples=int(os.environ.get("POWERCUT_EXAMPLES", 50)), deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @CUTS
