@@ -10,8 +10,9 @@ writer's worker thread and, on stop, waits until every pending write and fsync i
 (and their confirmations released) before the broker closes connections.
 
 Files: layout (where things are), writer (group commit), store (one queue's journal),
-recovery (reading back), definitions (durable queue definitions across restarts).
-specs/textqueue.md section 8 documents the directory layout and lifecycle.
+recovery (reading back), definitions (durable queue definitions across restarts), files
+(the one layer every change to the disk goes through). specs/textqueue.md section 8
+documents the directory layout and lifecycle, docs/durability.md what is synced before what.
 """
 import fnmatch
 import gc
@@ -46,7 +47,7 @@ class Durability:
     """The broker's durable queues (module docstring)."""
 
     def __init__(self, settings, data_dir, broker, reactor, clock, fsync_observer=None,
-                 run=None):
+                 run=None, files=None):
         self.settings = settings
         self.broker = broker
         self.patterns = list(settings["queues"])
@@ -57,7 +58,7 @@ class Durability:
         self.pool = ThreadPool(1, 1, "mqksbridge-journal")
         self.pool.threadFactory = _daemon_thread
         self.writer = GroupWriter(broker.storage, reactor, self.pool, clock, fsync_observer,
-                                  run=run)
+                                  run=run, files=files)
         self.store = Store(data_dir, self.writer, clock, settings["segment_size"],
                            settings["compact_live"], settings["archive_retention"])
         self.mail_store = Store(data_dir, self.writer, clock, settings["segment_size"],
@@ -140,7 +141,8 @@ class Durability:
                 gc.enable()
 
     def _recover(self):
-        found = recover(self.store.root, lambda name: self.policies.get(name, self.policy))
+        found = recover(self.store.root, lambda name: self.policies.get(name, self.policy),
+                        self.writer.files)
         counts = {}
         for name, recovered in found.items():
             self.problems += recovered.problems
@@ -169,7 +171,7 @@ class Durability:
     def _recover_mailboxes(self):
         """Every durable mailbox's mail, back in its mailbox (durable from here on, even
         when no pattern names it any more: its records are kept until delivered)."""
-        found = recover(self.mail_store.root, lambda name: self.policy)
+        found = recover(self.mail_store.root, lambda name: self.policy, self.writer.files)
         for name, recovered in found.items():
             self.problems += recovered.problems
             if not recovered.entries:
@@ -193,7 +195,7 @@ class Durability:
         journal.next_number = recovered.next_number
         journal.bytes = sum(s.end for s in recovered.segments)
         for segment in recovered.segments:
-            segment.open()
+            segment.open(self.writer.files)
         for segment, offset, size in recovered.superseded:
             self.writer.edit(segment, offset, b"#")
         return journal, recovered.entries
@@ -212,7 +214,7 @@ class Durability:
         journal = store.journal(name, self.policies.get(name, self.policy))
         journal.segments = list(recovered.segments)
         for segment in recovered.segments:
-            segment.open()
+            segment.open(self.writer.files)
             journal._retire(segment)
         del store.journals[name]
 

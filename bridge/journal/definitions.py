@@ -23,7 +23,7 @@ import os
 from twisted.logger import Logger
 
 from mqksbridge.bridge.journal import layout
-from mqksbridge.bridge.journal.writer import sync_directory
+from mqksbridge.bridge.journal.files import parents_of
 
 log = Logger(namespace="mqksbridge.journal")
 VERSION = 1
@@ -31,24 +31,22 @@ OPTIONS = ("ack_timeout", "max_messages", "max_bytes", "max_message_size", "wait
            "only_first", "when_unused", "max_deliveries", "dead_letter")
 
 
-def write_atomic(path, data):
+def write_atomic(files, path, data):
     """Worker thread: `data` at `path` whole or not at all (the data directory is made
-    on first use, as the journals' are)."""
-    folder = os.path.dirname(path) or "."
-    if not os.path.isdir(folder):
-        os.makedirs(folder, exist_ok=True)
-        sync_directory(os.path.dirname(os.path.abspath(folder)))
+    on first use, as the journals' are): written to a work file and synced before the
+    rename, the directory synced after it (docs/durability.md)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    for parent in parents_of(files.makedirs(folder)):
+        files.sync_directory(parent)
     work = layout.work_file(path)
-    fd = os.open(work, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = files.open(work, create=True, truncate=True)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
+        files.pwrite(fd, data, 0)
+        files.fsync(fd)
     finally:
-        os.close(fd)
-    os.rename(work, path)
-    sync_directory(folder)
+        files.close(fd)
+    files.rename(work, path)
+    files.sync_directory(folder)
 
 
 class Definitions:
@@ -82,8 +80,8 @@ class Definitions:
             return
         self.saved = snapshot
         data = json.dumps(snapshot, indent=1, sort_keys=True, ensure_ascii=False).encode()
-        path = self.path
-        self.durability.writer.after(lambda: write_atomic(path, data + b"\n"))
+        path, files = self.path, self.durability.writer.files
+        self.durability.writer.after(lambda: write_atomic(files, path, data + b"\n"))
 
     # -- what a queue is -----------------------------------------------------------------
     def snapshot(self):

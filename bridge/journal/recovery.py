@@ -13,11 +13,14 @@ What is left out, and logged with the file and offset: `=`, `!` and `#` records;
 record whose checksum fails (a bit flip; it stays in the file as it is, for a person to
 look at); a record a later copy supersedes (a crash between a compaction's copy and its
 `#` flip leaves both: the copy wins, decided by place, never by id, since ids may
-repeat); damaged lines. A torn tail (the record in progress at the end of a segment that
-is not terminated or whose checksum fails: a kill -9 mid-write) is cut off with
-ftruncate and fsync, so the next append starts on a clean line; nothing before it is
-touched. Work files (`.*.tmp`) are removed. A segment left with no record at all (its
-header torn) is removed.
+repeat); damaged lines. A torn tail (the record in progress at the end of a segment
+when its last line is not terminated or it has no `\\c=` line yet: a crash mid-write) is
+cut off with ftruncate and fsync, so the next append starts on a clean line; nothing
+before it is touched. A last record that is complete but fails its checksum is not torn:
+it is left out and left in the file, as anywhere else. Work files (`.*.tmp`) are
+removed. A segment left with no record at all (its header torn) is removed. Every
+segment is synced before it is read, and every directory read: what recovery decides
+must rest on bytes on disk, not on a killed process's page cache (docs/durability.md).
 
 This runs once at start, before any listener accepts, on the reactor thread: nothing
 else runs yet. A million queued records must come back in seconds, so a segment whose
@@ -33,6 +36,7 @@ from itertools import repeat
 from twisted.logger import Logger
 
 from mqksbridge.bridge.journal import layout
+from mqksbridge.bridge.journal.files import Files
 from mqksbridge.bridge.journal.lazy import LazyMessage
 from mqksbridge.bridge.journal.store import Slot
 from mqksbridge.bridge.journal.writer import Segment
@@ -60,16 +64,19 @@ class Recovered:
     problems: list = field(default_factory=list)      # what was left out, for logs and tests
 
 
-def recover(root, policy_of):
+def recover(root, policy_of, files=None):
     """Every queue journal under `root` ({name: Recovered}); `policy_of(name)` is the
-    fsync policy the queue's segments keep."""
+    fsync policy the queue's segments keep; `files` the file layer changes go through."""
     found = {}
     if not os.path.isdir(root):
         return found
+    files = files or Files()
+    for folder in (os.path.dirname(os.path.abspath(root)), root):
+        files.sync_directory(folder)    # what is read below may rest on their entries
     for entry in sorted(os.listdir(root)):
         directory = os.path.join(root, entry)
         if os.path.isdir(directory):
-            recovered = recover_queue(directory, policy_of)
+            recovered = recover_queue(directory, policy_of, files)
             if recovered is not None:
                 if recovered.name in found:
                     log.error("journal {dir} names queue {name!r} as {other} does; left out",
@@ -80,12 +87,12 @@ def recover(root, policy_of):
     return found
 
 
-def _files(directory):
+def _files(directory, files):
     numbers = []
     for name in os.listdir(directory):
         path = os.path.join(directory, name)
         if name.startswith(".") and name.endswith(".tmp"):
-            os.unlink(path)
+            files.unlink(path)
             continue
         number = layout.segment_number(name)
         if number is not None and os.path.isfile(path):
@@ -93,9 +100,11 @@ def _files(directory):
     return sorted(numbers)
 
 
-def recover_queue(directory, policy_of):
+def recover_queue(directory, policy_of, files=None):
     """The Recovered journal of one queue directory, or None when it holds no segment."""
-    numbers = _files(directory)
+    files = files or Files()
+    numbers = _files(directory, files)
+    files.sync_directory(directory)
     if not numbers:
         return None
     result = Recovered(None, directory, [], next_number=numbers[-1] + 1)
@@ -104,24 +113,30 @@ def recover_queue(directory, policy_of):
     moved = {}              # (segment number, offset) of a queued copy -> its origin
     for number in numbers:
         path = os.path.join(directory, layout.segment_name(number))
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _read_synced(files, path)
         queued = scan_queued(data)
         found = queued.scan
         offsets, raws = found.offsets, found.raws
         end = len(data)
         if queued.tail is not None:
             offsets, raws = offsets + [queued.tail.offset], raws + [queued.tail.raw]
+        elif records.complete_tail(found.incomplete) is not None:
+            last = found.incomplete
+            offsets, raws = offsets + [last.offset], raws + [last.data[:-1]]
+            if last.data[:1] == b"-":
+                result.problems.append(f"{path}:{last.offset}: checksum "
+                                       f"{records.checksum_state(last.data[:-1])}, left out")
         elif found.incomplete is not None:
             end = found.incomplete.offset
-            _truncate(path, end, result)
+            _truncate(files, path, end, result)
         for damage in found.damages:
             result.problems.append(f"{path}:{damage.offset}: damaged ({damage.kind}), skipped")
         header = records.decode_header(Record(offsets[0], raws[0])) if raws else None
         if header is None:
             if not raws:
                 result.problems.append(f"{path}: no header (torn at creation), removed")
-                os.unlink(path)
+                files.unlink(path)
+                files.sync_directory(directory)
                 continue
             result.problems.append(f"{path}: no segment header, times read as absolute")
             base, first = 0, 0
@@ -291,15 +306,28 @@ def _places(offset, raw):
         return None, False
 
 
-def _truncate(path, offset, result):
+def _read_synced(files, path):
+    """The bytes of a segment, synced first: after a kill -9 they may be in the page
+    cache only, and what recovery decides from them (a copy supersedes its original,
+    which is flipped to `#`) must not rest on bytes a power cut could still take."""
+    fd = files.open(path)
+    try:
+        files.fdatasync(fd)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        files.close(fd)
+
+
+def _truncate(files, path, offset, result):
     """Cut a torn tail off, durably."""
     result.problems.append(f"{path}:{offset}: torn last record, cut off")
-    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    fd = files.open(path)
     try:
-        os.ftruncate(fd, offset)
-        os.fsync(fd)
+        files.ftruncate(fd, offset)
+        files.fsync(fd)
     finally:
-        os.close(fd)
+        files.close(fd)
 
 
 def _log(result):

@@ -12,7 +12,8 @@ control character and stamps the settle field (specs/textqueue.md). Segments rol
 retired to `archive/` (removed when the retention is 0). At each roll, an older segment with few
 live records (at most `compact_live` of a segment's size) is compacted: its live records
 are copied forward into the current segment with `\\moved=` naming their original place,
-the originals become `#` (moved) after the copies are synced, and the segment retires.
+the originals become `#` (moved) after the copies are synced (under `interval` too: the
+writer's ordered batch), and the segment retires.
 A crash between the two leaves both on disk; recovery keeps the copy (bridge.journal
 .recovery), so nothing is lost and nothing is delivered twice.
 """
@@ -24,7 +25,7 @@ from operator import attrgetter, itemgetter
 
 from mqksbridge.bridge.clock import TurnClock
 from mqksbridge.bridge.journal import layout
-from mqksbridge.bridge.journal.writer import NEVER, Segment, sync_directory
+from mqksbridge.bridge.journal.writer import NEVER, Segment
 from mqksbridge.protocols.textqueue import TextQueueError, journal as records
 
 
@@ -33,6 +34,7 @@ _DOORS = frozenset((None, *records.DOOR_LETTERS.values()))   # a settle stamp ca
 # stay alive across Python's young collections, get promoted and bring on full ones
 # (measured in process: 670 ns a message in the collector, against 7 in memory).
 STAGED = 256
+DEAD = "dead-lettered"      # the settle reason whose message goes on, to a dead-letter queue
 _MESSAGE = attrgetter("message")
 _RETRY = attrgetter("retry")
 _DOOR = itemgetter(3)
@@ -194,6 +196,8 @@ class QueueJournal:
             edits = records.settle_edits(places, reason, now, created, door)
         except TextQueueError:              # a hand-trimmed \e= has no room for a stamp
             edits = [records.status_edit(places, records._CODE_OF[reason][1])]
+        if reason == DEAD:                  # its copy in the dead-letter queue goes first
+            self.writer.sync_before_edits()
         for edit in edits:
             self.writer.edit(segment, edit.offset, edit.data)
         self.settled += 1
@@ -216,7 +220,6 @@ class QueueJournal:
         segment = Segment(self.directory, number, created_ms, self.policy)
         header = records.encode_header(self.name, number, created_ms)
         self.writer.append(segment, header)
-        self._empty = segment.end           # a segment this long holds no record yet
         self.bytes += len(header)
         self.segments.append(segment)
         self.current = segment
@@ -224,6 +227,10 @@ class QueueJournal:
             self._retire(old)
         if compact:
             self._compact()
+        # A segment this long holds no new record yet: it takes the next one whatever its
+        # size (encode), even when compaction's copies filled it, or rolls would go on
+        # compacting copies forward without ever writing the record.
+        self._empty = segment.end
         return segment
 
     def _release(self, slot):
@@ -270,6 +277,7 @@ class QueueJournal:
         data = records.encode_message(entry.message, base_ms=segment.created_ms,
                                       retry=entry.retry, moved=origin)
         offset = self.writer.append(segment, data)
+        self.writer.sync_before_edits()
         for at, data_ in edits:
             self.writer.edit(slot.segment, at, data_)
         entry.record = Slot(segment, offset, len(data), None, origin)
@@ -318,29 +326,31 @@ class Store:
     def archiver(self, segment):
         """Worker-thread work that retires a settled segment (module docstring)."""
         retention = self.archive_retention
+        files = self.writer.files
 
         def archive():
+            synced = segment.policy != NEVER
             if segment.fd is not None:
-                if segment.policy != NEVER:
-                    os.fdatasync(segment.fd)
-                segment.close()
+                if synced:                  # its settlements (and `#` flips) first
+                    files.fdatasync(segment.fd)
+                segment.close(files)
             if not os.path.exists(segment.path):
                 return
             if retention <= 0:
-                os.unlink(segment.path)
+                files.unlink(segment.path)
             else:
                 folder = os.path.join(segment.directory, layout.ARCHIVE)
-                os.makedirs(folder, exist_ok=True)
-                os.rename(segment.path, os.path.join(folder, os.path.basename(segment.path)))
-                if segment.policy != NEVER:
-                    sync_directory(folder)
-                prune(folder, retention)
-            if segment.policy != NEVER:
-                sync_directory(segment.directory)
+                files.makedirs(folder)
+                files.rename(segment.path, os.path.join(folder, os.path.basename(segment.path)))
+                if synced:
+                    files.sync_directory(folder)
+                prune(files, folder, retention)
+            if synced:
+                files.sync_directory(segment.directory)
         return archive
 
 
-def prune(folder, retention, now=None):
+def prune(files, folder, retention, now=None):
     """Remove archived segments last changed more than `retention` seconds ago."""
     now = time.time() if now is None else now
     for name in os.listdir(folder):
@@ -349,6 +359,6 @@ def prune(folder, retention, now=None):
         path = os.path.join(folder, name)
         try:
             if now - os.stat(path).st_mtime > retention:
-                os.unlink(path)
+                files.unlink(path)
         except FileNotFoundError:
             pass

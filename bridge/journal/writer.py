@@ -14,13 +14,18 @@ confirmation of the batch in publish order.
 One batch is in flight at a time: what arrives during an fsync waits, and goes as the
 next batch the moment the fsync ends, so a busy broker does one fsync per disk round
 trip with everything that arrived meanwhile in it. Edits come after the appends and the
-fsync of their batch, so an edit never reaches a file before the record it changes, and
-a compaction's `#` flips never reach a file before the copies they point to are synced.
+fsync of their batch, so an edit never reaches a file before the record it changes. A
+batch whose edits move live records elsewhere (a compaction's `#` flips, a dead-letter's
+`!`) is `ordered` (`sync_before_edits`): its `interval` appends are synced before its edits
+too, so those flips never reach a disk before the copies they point to. A new segment's
+directory entry (and that of any directory made for it) is synced right after the
+segment's first fdatasync. docs/durability.md is the whole argument.
 
 A batch that fails (disk full, I/O error) is logged and tried again after `retry_delay`
 seconds of the clock: its writes go to the same offsets (pwrite), so a retry rewrites
 rather than duplicates, and no confirmation of it is released until it succeeds.
-Every file is opened, written, synced, renamed and closed on the worker thread only.
+Every file is opened, written, synced, renamed and closed on the worker thread only,
+through `files` (bridge.journal.files: the one layer every change to the disk goes through).
 """
 import os
 import time
@@ -29,6 +34,7 @@ from functools import partial
 from twisted.internet import threads
 from twisted.logger import Logger
 
+from mqksbridge.bridge.journal.files import Files, parents_of
 from mqksbridge.bridge.journal.layout import segment_name
 
 log = Logger(namespace="mqksbridge.journal")
@@ -40,8 +46,9 @@ GAP = 64 << 10          # edits closer than this are written as one span (patch)
 class Segment:
     """One segment file. The reactor side owns `end` (where the next record goes,
     pending bytes included), `live`/`live_bytes` (records not settled) and `retired`;
-    the worker thread owns `fd` and `created` (whether the file is new: its directory
-    needs a sync too)."""
+    the worker thread owns `fd` and `created` (the directories whose entries making
+    the file changed and that are not synced yet: its own, and the parent of each
+    directory made for it)."""
 
     __slots__ = ("directory", "number", "path", "created_ms", "policy", "end", "live",
                  "live_bytes", "retired", "fd", "created")
@@ -57,47 +64,29 @@ class Segment:
         self.live_bytes = 0
         self.retired = False
         self.fd = None
-        self.created = False
+        self.created = ()
 
-    def open(self):
+    def open(self, files):
         """Worker thread: the file descriptor, creating the file on first use."""
         if self.fd is None:
-            flags = os.O_RDWR | os.O_CLOEXEC
             try:
-                self.fd = os.open(self.path, flags)
+                self.fd = files.open(self.path)
             except FileNotFoundError:
-                os.makedirs(self.directory, exist_ok=True)
-                self.fd = os.open(self.path, flags | os.O_CREAT, 0o644)
-                self.created = True
+                made = files.makedirs(self.directory)
+                self.fd = files.open(self.path, create=True)
+                self.created = [self.directory, *reversed(parents_of(made))]
         return self.fd
 
-    def close(self):
+    def close(self, files):
         if self.fd is not None:
-            os.close(self.fd)
+            files.close(self.fd)
             self.fd = None
 
     def __repr__(self):
         return f"Segment({self.path!r}, end={self.end}, live={self.live})"
 
 
-def sync_directory(path):
-    """fsync a directory: a created, renamed or removed name in it is then on disk."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def pwrite_all(fd, data, offset):
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view = view[n:]
-        offset += n
-
-
-def patch(fd, edits, max_gap=GAP):
+def patch(files, fd, edits, max_gap=GAP):
     """Worker thread: in-place `edits` ((offset, bytes), in the order made) of one file as
     one pread and one pwrite per cluster of edits less than `max_gap` apart, instead of a
     pwrite each: a batch settles thousands of records, and each syscall hands the GIL to
@@ -106,38 +95,39 @@ def patch(fd, edits, max_gap=GAP):
     file ends up exactly as writing each edit in order would (tests hold it equal)."""
     if len(edits) == 1:
         offset, data = edits[0]
-        os.pwrite(fd, data, offset)
+        files.pwrite(fd, data, offset)
         return
     cluster, end = [], 0
     for i in sorted(range(len(edits)), key=lambda i: edits[i][0]):
         offset, data = edits[i]
         if cluster and offset - end > max_gap:
-            _patch_cluster(fd, edits, cluster)
+            _patch_cluster(files, fd, edits, cluster)
             cluster = []
         end = offset + len(data) if not cluster else max(end, offset + len(data))
         cluster.append(i)
-    _patch_cluster(fd, edits, cluster)
+    _patch_cluster(files, fd, edits, cluster)
 
 
-def _patch_cluster(fd, edits, cluster):
+def _patch_cluster(files, fd, edits, cluster):
     start = edits[cluster[0]][0]
     stop = max(edits[i][0] + len(edits[i][1]) for i in cluster)
     if len(cluster) == 1:
-        os.pwrite(fd, edits[cluster[0]][1], start)
+        files.pwrite(fd, edits[cluster[0]][1], start)
         return
     span = bytearray(os.pread(fd, stop - start, start))
     if len(span) < stop - start:                # an edit past the end: as written one by one
         for i in sorted(cluster):
-            os.pwrite(fd, edits[i][1], edits[i][0])
+            files.pwrite(fd, edits[i][1], edits[i][0])
         return
     for i in sorted(cluster):                   # in the order made: later edits win
         offset, data = edits[i]
         span[offset - start:offset - start + len(data)] = data
-    pwrite_all(fd, span, start)
+    files.pwrite(fd, span, start)
 
 
 class Batch:
-    __slots__ = ("appends", "edits", "after", "seq", "sync_interval", "records", "journals")
+    __slots__ = ("appends", "edits", "after", "seq", "sync_interval", "records", "journals",
+                 "ordered")
 
     def __init__(self):
         self.journals = []          # journals with staged records, encoded as it starts
@@ -146,6 +136,7 @@ class Batch:
         self.after = []             # callables for the worker thread, after the edits
         self.seq = 0                # storage sequence number of the last record
         self.sync_interval = False  # fdatasync every `interval` segment written since
+        self.ordered = False        # fdatasync this batch's `interval` appends before its edits
         self.records = 0
 
     def __bool__(self):
@@ -159,8 +150,9 @@ class GroupWriter:
     `fsync_observer(seconds)` is told each fdatasync's time (the admin histogram)."""
 
     def __init__(self, storage, reactor, pool, clock=None, fsync_observer=None,
-                 retry_delay=1.0, run=None):
+                 retry_delay=1.0, run=None, files=None):
         self.storage = storage
+        self.files = files or Files()   # every change to the disk goes through it
         # run(work, batch) -> Deferred: the worker thread (a test may run it inline)
         self.run = run or partial(threads.deferToThreadPool, reactor, pool)
         self.reactor = reactor
@@ -221,6 +213,13 @@ class GroupWriter:
         """Run `work()` on the worker thread after the next batch's writes and edits."""
         self.pending.after.append(work)
         self._schedule()
+
+    def sync_before_edits(self):
+        """The pending batch's edits take live records away from where they are (a
+        compaction's `#` flips, a dead-letter's `!`) to records it appends elsewhere:
+        those appends are synced before the edits are written, under `interval` too
+        (`always` syncs them anyway, `never` never syncs)."""
+        self.pending.ordered = True
 
     def sync_interval(self):
         """The `interval` policy's tick: the next batch syncs what they wrote since."""
@@ -288,6 +287,7 @@ class GroupWriter:
         batch.after += later.after
         batch.seq = max(batch.seq, later.seq)
         batch.sync_interval |= later.sync_interval
+        batch.ordered |= later.ordered
         batch.records += later.records
         self._start(batch)
 
@@ -309,38 +309,45 @@ class GroupWriter:
     # -- the worker thread ---------------------------------------------------------------
     def _write(self, batch):
         """Appends, syncs, edits, then the queued file work; returns the fsync count."""
-        synced = []
+        files = self.files
+        synced = {}                             # in order, each segment once
+        ordered = batch.ordered
         for segment, parts in batch.appends.items():
-            fd = segment.open()
+            fd = segment.open(files)
             data = parts[1] if len(parts) == 2 else b"".join(parts[1:])
-            pwrite_all(fd, data, parts[0])
+            files.pwrite(fd, data, parts[0])
             self.bytes += len(data)
-            if segment.policy == ALWAYS:
-                synced.append(segment)
-            elif segment.policy == INTERVAL:
-                self.interval_segments.add(segment)
+            policy = segment.policy
+            if policy == ALWAYS:
+                synced[segment] = None
+            elif policy == INTERVAL:
+                if ordered:                     # its edits move records here: sync first
+                    synced[segment] = None
+                    self.interval_segments.discard(segment)
+                else:
+                    self.interval_segments.add(segment)
         if batch.sync_interval:
-            synced += [s for s in self.interval_segments if s.fd is not None]
+            synced.update(dict.fromkeys(s for s in self.interval_segments if s.fd is not None))
             self.interval_segments.clear()
         fsyncs = 0
-        directories = set()
+        directories = {}
         for segment in synced:
             start = time.perf_counter()
-            os.fdatasync(segment.fd)
+            files.fdatasync(segment.fd)
             fsyncs += 1
             if self.fsync_observer is not None:
                 self.fsync_observer(time.perf_counter() - start)
             if segment.created:
-                directories.add(segment.directory)
-                segment.created = False
+                directories.update(dict.fromkeys(segment.created))
+                segment.created = ()
         for directory in directories:
-            sync_directory(directory)
+            files.sync_directory(directory)
         by_segment = {}
         for segment, offset, data in batch.edits:
             if segment.fd is not None:          # an archived segment takes no more edits
                 by_segment.setdefault(segment, []).append((offset, data))
         for segment, edits in by_segment.items():
-            patch(segment.fd, edits)
+            patch(files, segment.fd, edits)
         for work in batch.after:
             work()
         return fsyncs

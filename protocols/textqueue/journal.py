@@ -759,6 +759,18 @@ def whole_tail(incomplete) -> Optional[Record]:
     return record if verify(record) else None
 
 
+def complete_tail(incomplete) -> Optional[Record]:
+    """The record in progress at the end of a journal when it is complete, whatever its
+    checksum says: its last line ended and it has its `\\c=` line, which our records end
+    with. A record cut short by a crash lacks one or the other; one that has both but
+    fails its checksum was changed after it was written (a bit flip, a hand edit), and
+    is kept in the file like any other such record. None when it is torn."""
+    if incomplete is None or not incomplete.terminated:
+        return None
+    record = incomplete.record()
+    return None if checksum_state(record) == "missing" else record
+
+
 def moved_from(record) -> Optional[tuple]:
     """(segment, offset) of the record this one is a compaction copy of, or None. The
     place, not the id, names the original: ids may repeat (a Twino producer chooses its

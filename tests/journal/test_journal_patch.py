@@ -5,6 +5,7 @@ import os
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from mqksbridge.bridge.journal.files import Files
 from mqksbridge.bridge.journal.writer import patch
 
 edits_of = st.lists(st.tuples(st.integers(0, 3000), st.binary(min_size=1, max_size=12)),
@@ -25,7 +26,7 @@ def test_patch_equals_one_pwrite_per_edit(tmp_path, content, edits, gap):
         os.close(fd)
     fd = os.open(batched, os.O_RDWR)
     try:
-        patch(fd, edits, gap)
+        patch(Files(), fd, edits, gap)
     finally:
         os.close(fd)
     assert batched.read_bytes() == one.read_bytes()

@@ -22,7 +22,7 @@ def inline(work, batch):
 
 
 class Harness:
-    def __init__(self, data_dir, settings=None, clock=None, recover=True):
+    def __init__(self, data_dir, settings=None, clock=None, recover=True, files=None):
         self.data_dir = str(data_dir)
         self.settings = {"queues": ["*"], **(settings or {})}
         self.clock = clock or task.Clock()
@@ -32,7 +32,7 @@ class Harness:
         config = configuration.load(overrides={"data_dir": self.data_dir,
                                                "durability": self.settings})
         self.durability = Durability(config["durability"], self.data_dir, self.broker,
-                                     self.clock, self.clock, run=inline)
+                                     self.clock, self.clock, run=inline, files=files)
         self.writer = self.durability.writer
         self.recovered = self.durability.recover() if recover else {}
         self.sent = 0
