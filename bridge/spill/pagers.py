@@ -23,12 +23,13 @@ from collections import deque
 from itertools import accumulate
 
 from mqksbridge.bridge.journal import layout
+from mqksbridge.bridge.journal.files import Files
 from mqksbridge.bridge.journal.store import Slot
-from mqksbridge.bridge.journal.writer import pwrite_all
 from mqksbridge.bridge.spill.chunks import Chunk, extras_of, read_entries
 from mqksbridge.core.window import Pager
 from mqksbridge.protocols.textqueue import journal as records
 
+_FILES = Files()       # scratch pages: whole writes, no ordering to keep
 CHUNK = 4096          # entries of one chunk at most
 
 
@@ -131,7 +132,7 @@ class SpillFile:
         if self.fd is None:
             os.makedirs(self.directory, exist_ok=True)
             self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        pwrite_all(self.fd, data, offset)
+        _FILES.pwrite(self.fd, data, offset)
 
     def remove(self):
         """Worker thread, after every write to it."""

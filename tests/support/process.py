@@ -74,12 +74,32 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 return False
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            if self._listens(port):
                 return True
-            except OSError:
-                time.sleep(0.05)
+            time.sleep(0.05)
         raise AssertionError(f"twistd did not listen on {port}:\n{self.log()}")
+
+    def _listens(self, port):
+        """Whether this broker holds a listening socket on `port`: a connection that
+        succeeds may reach another process that took the free port first (this broker
+        then exits on its bind error, and a test would talk to the wrong peer)."""
+        inodes = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table) as f:
+                for row in f.read().splitlines()[1:]:
+                    fields = row.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(f"socket:[{fields[9]}]")
+        if not inodes:
+            return False
+        fds = f"/proc/{self.process.pid}/fd"
+        for fd in os.listdir(fds):
+            try:
+                if os.readlink(os.path.join(fds, fd)) in inodes:
+                    return True
+            except OSError:
+                pass                     # closed meanwhile
+        return False
 
     def cpu_seconds(self):
         """CPU time the broker has used so far, all threads (/proc/PID/task/*/schedstat):
