@@ -1,6 +1,7 @@
 """A consumer that never reads, against a flood: the storage window's acceptance run.
 
     python -m bench.spill_bench [--messages 1000000] [--size 100] [--durable]
+                                [--profile DRAIN.txt]
 
 Runs a real `twistd -n mqksbridge` twice in one session: the default configuration
 (queue backlogs past `broker.queue_memory_window` paged out to disk) and the same with
@@ -11,13 +12,16 @@ confirmed messages of `--size` bytes at it; meanwhile a healthy consumer of queu
 measured. Reported per run: flood throughput (messages/s), the broker's RSS growth (peak
 during the flood and drain, over the RSS before it), the healthy consumer's p50/p99 during
 the flood, the drain rate once the flooded consumer reads, and whether every message came,
-in order. Results go to bench/results/spill-latest.json.
+in order. Results go to bench/results/spill-latest.json. `--profile` attaches py-spy
+(`pip install py-spy`) to the paging broker for its drain only and writes its collapsed
+stacks (flamegraph.pl / speedscope input) to the file given.
 """
 import argparse
 import json
 import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -179,7 +183,15 @@ def drain(broker, stalled, messages, sample):
     return ok, messages / (time.perf_counter() - start)
 
 
-def run(spill, messages, size, durable):
+def profiler(pid, path):
+    """py-spy recording the broker `pid` until stopped (SIGINT: it writes `path` then)."""
+    py_spy = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return subprocess.Popen([py_spy, "record", "--pid", str(pid), "--format", "raw",
+                             "--rate", "200", "--output", path, "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run(spill, messages, size, durable, profile=None):
     workdir = tempfile.mkdtemp(prefix="spill-bench-")
     broker = Broker(workdir, spill, durable)
     try:
@@ -199,7 +211,11 @@ def run(spill, messages, size, durable):
         rate = flood(broker, messages, size, sample)
         probe.recording.clear()
         flood_peak = peak[0]
+        recorder = profiler(pid, profile) if profile else None
         in_order, drain_rate = drain(broker, stalled, messages, sample)
+        if recorder is not None:
+            recorder.send_signal(signal.SIGINT)
+            recorder.wait(60)
         probe.stop.set()
         probe.join(30)
         lat = probe.latencies
@@ -224,8 +240,11 @@ def main():
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--durable", action="store_true", help="queue flood is durable")
+    parser.add_argument("--profile", metavar="PATH",
+                        help="py-spy the paging broker's drain into PATH (collapsed stacks)")
     options = parser.parse_args()
-    results = [run(spill, options.messages, options.size, options.durable)
+    results = [run(spill, options.messages, options.size, options.durable,
+                   options.profile if spill else None)
                for spill in (True, False)]
     for result in results:
         print(json.dumps(result))
