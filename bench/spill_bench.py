@@ -11,7 +11,8 @@ confirmed messages of `--size` bytes at it; meanwhile a healthy consumer of queu
 `healthy` gets a probe every 10 ms, and the time from publish to delivery of each is
 measured. Reported per run: flood throughput (messages/s), the broker's RSS growth (peak
 during the flood and drain, over the RSS before it), the healthy consumer's p50/p99 during
-the flood, the drain rate once the flooded consumer reads, and whether every message came,
+the flood, the drain rate once the flooded consumer reads (and the broker's CPU time per message
+drained: the figure a loaded machine disturbs least), and whether every message came,
 in order. Results go to bench/results/spill-latest.json. `--profile` attaches py-spy
 (`pip install py-spy`) to the paging broker for its drain only and writes its collapsed
 stacks (flamegraph.pl / speedscope input) to the file given.
@@ -28,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from bench.procstat import rss_mb
+from bench.procstat import cpu_seconds, rss_mb
 from bench.processes import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -212,7 +213,9 @@ def run(spill, messages, size, durable, profile=None):
         probe.recording.clear()
         flood_peak = peak[0]
         recorder = profiler(pid, profile) if profile else None
+        cpu = cpu_seconds(pid)
         in_order, drain_rate = drain(broker, stalled, messages, sample)
+        drain_cpu = cpu_seconds(pid) - cpu
         if recorder is not None:
             recorder.send_signal(signal.SIGINT)
             recorder.wait(60)
@@ -221,6 +224,7 @@ def run(spill, messages, size, durable, profile=None):
         lat = probe.latencies
         return {"spill": spill, "durable": durable, "messages": messages, "size": size,
                 "publish_per_s": round(rate), "drain_per_s": round(drain_rate),
+                "drain_cpu_us_per_msg": round(drain_cpu / messages * 1e6, 2),
                 "rss_before_mb": round(base, 1), "rss_growth_flood_mb": round(flood_peak - base, 1),
                 "rss_growth_peak_mb": round(peak[0] - base, 1),
                 "healthy_p50_ms": round(percentile(lat, 0.5) * 1000, 2) if lat else None,
@@ -253,7 +257,9 @@ def main():
                "publish_ratio_spill_over_memory": round(
                    spilled["publish_per_s"] / resident["publish_per_s"], 2),
                "drain_ratio_spill_over_memory": round(
-                   spilled["drain_per_s"] / resident["drain_per_s"], 2)}
+                   spilled["drain_per_s"] / resident["drain_per_s"], 2),
+               "drain_cpu_ratio_memory_over_spill": round(
+                   resident["drain_cpu_us_per_msg"] / spilled["drain_cpu_us_per_msg"], 2)}
     name = "spill-durable-latest.json" if options.durable else "spill-latest.json"
     with open(os.path.join(HERE, "results", name), "w") as f:
         json.dump(summary, f, indent=1)
