@@ -11,9 +11,9 @@ confirmed messages of `--size` bytes at it; meanwhile a healthy consumer of queu
 `healthy` gets a probe every 10 ms, and the time from publish to delivery of each is
 measured. Reported per run: flood throughput (messages/s), the broker's RSS growth (peak
 during the flood and drain, over the RSS before it), the healthy consumer's p50/p99 during
-the flood, the drain rate once the flooded consumer reads (and the broker's CPU time per message
-drained: the figure a loaded machine disturbs least), and whether every message came,
-in order. Results go to bench/results/spill-latest.json. `--profile` attaches py-spy
+the flood, the drain rate once the flooded consumer reads (and the broker's CPU time per
+message drained: the figure a loaded machine disturbs least), and whether every message
+came, in order. Results go to bench/results/spill-latest.json. `--profile` attaches py-spy
 (`pip install py-spy`) to the paging broker for its drain only and writes its collapsed
 stacks (flamegraph.pl / speedscope input) to the file given.
 """

@@ -10,11 +10,12 @@ observer, a count of deliveries, a journal record's edit places) rides in `extra
 index. `head`/`tail` bound what is still paged: entries leave from both ends.
 
 Records are TextQueue records either way (the journal's, or the scratch files' the same
-encoder writes); a run is read with one pread and its fresh records (protocols.textqueue.queued) of the
-layout the broker writes for a plain message are decoded together, by whole-list
-operations (`decode_fresh`: a paged-in run is on its way to a consumer, so the decode is
-due anyway). A run holding any other record is decoded as recovery does: a fresh record
-becomes a LazyMessage, decoded when first used, any other is decoded now.
+encoder writes); a run is read with one pread, and when its records are all fresh
+(protocols.textqueue.queued) in the layout the broker writes for a plain message they
+are decoded together by whole-list operations (`decode_fresh`: a paged-in run is on its
+way to a consumer, so the decode is due anyway). A run holding any other record is
+decoded as recovery does: a fresh record becomes a LazyMessage, decoded when first
+used, any other is decoded now.
 """
 import os
 from array import array
