@@ -1,6 +1,7 @@
 """A consumer that never reads, against a flood: the storage window's acceptance run.
 
     python -m bench.spill_bench [--messages 1000000] [--size 100] [--durable]
+                                [--profile DRAIN.txt]
 
 Runs a real `twistd -n mqksbridge` twice in one session: the default configuration
 (queue backlogs past `broker.queue_memory_window` paged out to disk) and the same with
@@ -10,21 +11,25 @@ confirmed messages of `--size` bytes at it; meanwhile a healthy consumer of queu
 `healthy` gets a probe every 10 ms, and the time from publish to delivery of each is
 measured. Reported per run: flood throughput (messages/s), the broker's RSS growth (peak
 during the flood and drain, over the RSS before it), the healthy consumer's p50/p99 during
-the flood, the drain rate once the flooded consumer reads, and whether every message came,
-in order. Results go to bench/results/spill-latest.json.
+the flood, the drain rate once the flooded consumer reads (and the broker's CPU time per
+message drained: the figure a loaded machine disturbs least), and whether every message
+came, in order. Results go to bench/results/spill-latest.json. `--profile` attaches py-spy
+(`pip install py-spy`) to the paging broker for its drain only and writes its collapsed
+stacks (flamegraph.pl / speedscope input) to the file given.
 """
 import argparse
 import json
 import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-from bench.procstat import rss_mb
+from bench.procstat import cpu_seconds, rss_mb
 from bench.processes import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -179,7 +184,15 @@ def drain(broker, stalled, messages, sample):
     return ok, messages / (time.perf_counter() - start)
 
 
-def run(spill, messages, size, durable):
+def profiler(pid, path):
+    """py-spy recording the broker `pid` until stopped (SIGINT: it writes `path` then)."""
+    py_spy = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return subprocess.Popen([py_spy, "record", "--pid", str(pid), "--format", "raw",
+                             "--rate", "200", "--output", path, "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run(spill, messages, size, durable, profile=None):
     workdir = tempfile.mkdtemp(prefix="spill-bench-")
     broker = Broker(workdir, spill, durable)
     try:
@@ -199,12 +212,19 @@ def run(spill, messages, size, durable):
         rate = flood(broker, messages, size, sample)
         probe.recording.clear()
         flood_peak = peak[0]
+        recorder = profiler(pid, profile) if profile else None
+        cpu = cpu_seconds(pid)
         in_order, drain_rate = drain(broker, stalled, messages, sample)
+        drain_cpu = cpu_seconds(pid) - cpu
+        if recorder is not None:
+            recorder.send_signal(signal.SIGINT)
+            recorder.wait(60)
         probe.stop.set()
         probe.join(30)
         lat = probe.latencies
         return {"spill": spill, "durable": durable, "messages": messages, "size": size,
                 "publish_per_s": round(rate), "drain_per_s": round(drain_rate),
+                "drain_cpu_us_per_msg": round(drain_cpu / messages * 1e6, 2),
                 "rss_before_mb": round(base, 1), "rss_growth_flood_mb": round(flood_peak - base, 1),
                 "rss_growth_peak_mb": round(peak[0] - base, 1),
                 "healthy_p50_ms": round(percentile(lat, 0.5) * 1000, 2) if lat else None,
@@ -224,8 +244,11 @@ def main():
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--durable", action="store_true", help="queue flood is durable")
+    parser.add_argument("--profile", metavar="PATH",
+                        help="py-spy the paging broker's drain into PATH (collapsed stacks)")
     options = parser.parse_args()
-    results = [run(spill, options.messages, options.size, options.durable)
+    results = [run(spill, options.messages, options.size, options.durable,
+                   options.profile if spill else None)
                for spill in (True, False)]
     for result in results:
         print(json.dumps(result))
@@ -234,7 +257,9 @@ def main():
                "publish_ratio_spill_over_memory": round(
                    spilled["publish_per_s"] / resident["publish_per_s"], 2),
                "drain_ratio_spill_over_memory": round(
-                   spilled["drain_per_s"] / resident["drain_per_s"], 2)}
+                   spilled["drain_per_s"] / resident["drain_per_s"], 2),
+               "drain_cpu_ratio_memory_over_spill": round(
+                   resident["drain_cpu_us_per_msg"] / spilled["drain_cpu_us_per_msg"], 2)}
     name = "spill-durable-latest.json" if options.durable else "spill-latest.json"
     with open(os.path.join(HERE, "results", name), "w") as f:
         json.dump(summary, f, indent=1)

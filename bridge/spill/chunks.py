@@ -10,18 +10,22 @@ observer, a count of deliveries, a journal record's edit places) rides in `extra
 index. `head`/`tail` bound what is still paged: entries leave from both ends.
 
 Records are TextQueue records either way (the journal's, or the scratch files' the same
-encoder writes); a run is read with one pread and decoded as recovery does: a fresh
-record (protocols.textqueue.queued) becomes a LazyMessage, decoded when first used, any
-other is decoded now.
+encoder writes); a run is read with one pread, and when its records are all fresh
+(protocols.textqueue.queued) in the layout the broker writes for a plain message they
+are decoded together by whole-list operations (`decode_fresh`: a paged-in run is on its
+way to a consumer, so the decode is due anyway). A run holding any other record is
+decoded as recovery does: a fresh record becomes a LazyMessage, decoded when first
+used, any other is decoded now.
 """
 import os
 from array import array
+from itertools import repeat
 
 from mqksbridge.bridge.journal.lazy import LazyMessage
 from mqksbridge.core import Message
 from mqksbridge.core.message import Entry
 from mqksbridge.protocols.textqueue import journal as records
-from mqksbridge.protocols.textqueue.queued import scan_queued
+from mqksbridge.protocols.textqueue.queued import decode_fresh, scan_queued
 
 
 class Chunk:
@@ -89,16 +93,46 @@ def read_entries(chunk, start, stop, slot=None):
     if len(data) != end - first:
         raise OSError(f"{source.path}: {end - first} bytes at {first} expected, "
                       f"{len(data)} read")
-    wanted = set(offsets[start:stop])
     queued = scan_queued(data, first)
-    found = {o: (raw, retry, size) for o, raw, retry, size in zip(
-        queued.offsets, queued.raws, queued.retries, queued.sizes) if o in wanted}
-    base = source.created_ms
-    retries, extras = chunk.retries, chunk.extras
-    entries = []
-    for i in range(start, stop):
-        offset = offsets[i]
-        raw, retry, size = found[offset]
+    raws, fresh, lengths = queued.raws, queued.retries, queued.sizes
+    if queued.offsets != offsets[start:stop].tolist():     # a journal: other records between
+        wanted = set(offsets[start:stop])
+        found = {o: (raw, retry, size) for o, raw, retry, size in zip(
+            queued.offsets, raws, fresh, lengths) if o in wanted}
+        raws, fresh, lengths = zip(*map(found.__getitem__, offsets[start:stop]))
+    messages, retries = _messages(raws, fresh, lengths, source.created_ms)
+    if chunk.retries is not None:
+        retries = chunk.retries[start:stop]
+    entries = list(map(Entry, messages, retries))
+    extras = chunk.extras
+    if extras is not None:
+        for i in range(start, stop):
+            extra = extras.get(i)
+            if extra is not None:
+                entry = entries[i - start]
+                entry.observer, entry.deliveries, places, origin = extra
+                if slot is not None:
+                    entry.record = slot(offsets[i], sizes[i], places, origin)
+    if slot is not None:
+        for i, entry in enumerate(entries, start):
+            if entry.record is None:
+                entry.record = slot(offsets[i], sizes[i], None, None)
+    return entries
+
+
+def _messages(raws, fresh, sizes, base):
+    """(messages, retries) of queued records: fresh ones (scan_queued) decoded together
+    when they have the plain layout (protocols.textqueue.queued.decode_fresh), else as
+    recovery has them (a LazyMessage); any other decoded now."""
+    if None not in fresh:
+        columns = decode_fresh(raws, sizes, base)
+        if columns is not None:
+            ids, subjects, bodies, senders, origins, created = columns
+            return list(map(Message, ids, subjects, zip(bodies), repeat(None), senders, origins,
+                            repeat(""), repeat(False), repeat(None), created, repeat(None),
+                            repeat(None), sizes)), fresh
+    messages, retries = [], []
+    for raw, retry, size in zip(raws, fresh, sizes):
         if retry is not None:
             message = LazyMessage(raw, base, size)
         else:
@@ -107,14 +141,6 @@ def read_entries(chunk, start, stop, slot=None):
                               env.origin, env.tracker, env.priority, env.expires_at,
                               env.created_at)
             retry = env.retry
-        if retries is not None:
-            retry = retries[i]
-        entry = Entry(message, retry)
-        extra = extras.get(i) if extras is not None else None
-        places = origin = None
-        if extra is not None:
-            entry.observer, entry.deliveries, places, origin = extra
-        if slot is not None:
-            entry.record = slot(offset, sizes[i], places, origin)
-        entries.append(entry)
-    return entries
+        messages.append(message)
+        retries.append(retry)
+    return messages, retries

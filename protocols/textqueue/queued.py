@@ -24,15 +24,16 @@ or binary body, priority, ttl, a damaged checksum) has `retries[i]` None and tak
 simple path, as before.
 """
 import binascii
+import re
 import sys
 import zlib
 from array import array
 from itertools import compress, repeat
-from operator import getitem, is_, ne, sub
+from operator import add, getitem, is_, itemgetter, methodcaller, ne, sub, truediv
 from typing import NamedTuple, Optional
 
 from mqksbridge.protocols.textqueue.journal import (
-    RETRY_MAX, RETRY_WIDTH, SETTLE_WIDTH, _checksum, whole_tail)
+    RETRY_MAX, RETRY_WIDTH, SETTLE_WIDTH, _ascii, _checksum, _unpct, whole_tail)
 from mqksbridge.protocols.textqueue.records import Record
 from mqksbridge.protocols.textqueue.scan import Scan, scan
 
@@ -53,6 +54,11 @@ _PAD = b"A" * 10            # 6 characters + 10 = 16: one value is 12 bytes, 3 w
 # see other line ends than ours.
 _NOT_IN_IMMUTABLE = (b"\n\\r=", b"\n\\e=", b"\n\\c=")
 _NOT_IN_RECORD = (b"\n ", b"\n\\enc=", b"\n\\priority=", b"\n\\ttl=", b"\r")
+# decode_fresh: the variables of a plain message, in encode_message's order
+_PLAIN = re.compile(rb"\n\\i=([^\n]*)\n\\s=([^\n]*)\n\\f=([^\n]*)\n\\t=([^\n]*)")
+_PLAIN_VARIABLES = 4
+_BY_COLON = methodcaller("partition", b":")
+_ORIGIN, _SENDER = itemgetter(0), itemgetter(2)
 
 
 class QueuedScan(NamedTuple):
@@ -82,6 +88,44 @@ def scan_queued(buffer: bytes, offset=0) -> QueuedScan:
     raws = list(compress(raws, chosen))
     retries, sizes = _fresh(raws, buffer)
     return QueuedScan(found, tail, offsets, raws, retries, sizes)
+
+
+def decode_fresh(raws, sizes, base_ms=0):
+    """The messages of fresh records (`raws` and `sizes` from scan_queued, none of them
+    None) as columns: `(ids, subjects, bodies, senders, origins, created_at)`, element for
+    element what `journal.decode(raw, base_ms)` gives (`frames` being `(body,)`, and no
+    headers, tracker, priority or expiry). Found by whole-list operations (one join and
+    one split of all their variables), for the layout the broker writes for a plain
+    message: `\\i`, `\\s`, `\\f` and `\\t`, nothing else. None when some record has
+    any other (a tracker, headers, a variable left out, a time that is no integer):
+    decode those one by one. Paging a backlog back in decodes a chunk of thousands of
+    records at once (bridge.spill.chunks); tests/textqueue holds it equal to decode."""
+    n = len(raws)
+    if not n:
+        return [], [], [], [], [], []
+    ends = list(map(add, sizes, repeat(1)))
+    bodies = list(map(getitem, raws, map(slice, repeat(1), ends)))
+    middles = list(map(getitem, raws, map(slice, ends, repeat(-(_HEAD + _CHECKSUM_WIDTH)))))
+    # each record's variables are exactly \\i \\s \\f \\t: 4 separators per record, at its
+    # start, so the n matches over them all are the n records' own
+    if list(map(bytes.count, middles, repeat(b"\n\\"))).count(_PLAIN_VARIABLES) != n:
+        return None
+    if not all(map(bytes.startswith, middles, repeat(b"\n\\"))) or b"\n" in b"".join(bodies):
+        return None
+    joined = b"".join(middles)
+    found = _PLAIN.findall(joined)
+    if len(found) != n:
+        return None
+    ids, subjects, fs, ts = zip(*found)
+    try:
+        created = list(map(truediv, map(add, map(int, ts), repeat(base_ms)), repeat(1000)))
+    except ValueError:
+        return None
+    text = _unpct if b"%" in joined else _ascii
+    split = list(map(_BY_COLON, fs))
+    return (list(map(text, ids)), list(map(text, subjects)), bodies,
+            list(map(text, map(_SENDER, split))), list(map(text, map(_ORIGIN, split))),
+            created)
 
 
 def _fresh(raws, buffer):

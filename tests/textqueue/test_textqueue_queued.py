@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from mqksbridge.protocols.textqueue import Record, TextQueueError, journal, scan_queued
 from mqksbridge.protocols.textqueue.journal import Envelope
+from mqksbridge.protocols.textqueue.queued import decode_fresh
 from tests.textqueue.strategies import chunked, parse_chunks, soup
 from tests.textqueue.test_textqueue_journal import BASE, envelopes, segment
 
@@ -46,7 +47,26 @@ def check(data, points=(), base=0):
         assert env.retry == retry and env.settled is None and env.status == "-"
         assert env.frames == (record.raw[1:1 + size],) and not env.priority
         assert env.expires_at is None
+    check_decode_fresh(found, BASE)
     return found
+
+
+def check_decode_fresh(found, base_ms):
+    """decode_fresh over the fresh records of `found`, against journal.decode of each:
+    equal, or None (a layout it leaves to decode); returns the columns."""
+    fresh = [(raw, size) for raw, retry, size in zip(found.raws, found.retries, found.sizes)
+             if retry is not None]
+    columns = decode_fresh([raw for raw, _ in fresh], [size for _, size in fresh], base_ms)
+    if columns is None:
+        return None
+    assert all(len(column) == len(fresh) for column in columns)
+    for (raw, _), values in zip(fresh, zip(*columns)):
+        env = journal.decode(raw, base_ms)
+        assert values == (env.id, env.subject, env.frames[0], env.sender, env.origin,
+                          env.created_at)
+        assert env.frames == (values[2],) and env.headers is None and env.tracker == ""
+        assert not env.priority and env.expires_at is None
+    return columns
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -70,6 +90,9 @@ def test_every_plain_queued_record_we_write_is_fresh(envs):
     fresh = [env for env in envs if _plain(env)]
     assert [r for r in found.retries if r is not None] == [min(env.retry, 999) for env in fresh]
     assert [s for s in found.sizes if s is not None] == [len(env.frames[0]) for env in fresh]
+    if all(env.id and env.subject and (env.origin or env.sender) and env.tracker == ""
+           and env.headers is None for env in fresh):
+        assert check_decode_fresh(found, BASE) is not None      # the bulk decoder takes them
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -141,3 +164,21 @@ def test_a_bulk_checksum_mismatch_marks_only_that_record():
     data[value:value + 1] = b"+"           # a checksum character out of the alphabet
     found = check(bytes(data))
     assert [i for i, r in enumerate(found.retries) if r is None] == [17, 30]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=8), st.text(min_size=1, max_size=8),
+                          st.text(max_size=8), st.text(min_size=1, max_size=8),
+                          st.binary(max_size=16).filter(lambda b: b"\n" not in b),
+                          st.integers(-10**9, 10**9)), min_size=1, max_size=8))
+def test_what_a_broker_pages_out_decodes_in_bulk(plain):
+    """Not vacuous: a run of plain messages as the broker encodes them (encode_batch) is
+    decoded by decode_fresh whenever every body is one line of text, and equal to decode."""
+    envs = [Envelope(i, s, (body,), None, sender, origin, created_at=(BASE + t) / 1000)
+            for i, s, origin, sender, body, t in plain]
+    data, _ = journal.encode_batch(envs, BASE)
+    found = scan_queued(journal.encode_header("jobs", 1, BASE) + data)
+    columns = check_decode_fresh(found, BASE)
+    if all(journal.is_text(env.frames[0]) for env in envs):
+        assert columns is not None
+        assert columns[2] == [env.frames[0] for env in envs]
