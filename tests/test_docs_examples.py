@@ -56,7 +56,7 @@ MARKER = re.compile(r"^<!--\s*(example:\s*(?P<spec>.*?)|not run:\s*(?P<reason>.+
                     r"shell example, run as written by (?P<test>\S+))\s*-->\s*$")
 EXIT = re.compile(r"\s#\s*exit\s+(\d+)\b.*$")
 BACKGROUND = re.compile(r"(?<!&)&\s*(#.*)?$")
-GROUP_SECONDS = 120      # generous: the machine is shared; a group takes 5-20 s
+GROUP_SECONDS = 300      # generous: a group takes 5-20 s, the pipeline one (two Spark jobs) about 60 s quiet
 
 
 class Block:
