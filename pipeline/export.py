@@ -27,7 +27,7 @@ def run(spark, paths, out, where=None, columns=None, show_progress=None, mode="e
         if needed not in wanted:
             wanted.append(needed)
     needed = wanted if with_comments or "status" in wanted else wanted + ["status"]
-    df = read(spark, paths, columns_for(where, needed))
+    df = read(spark, paths, columns_for(where, needed), pushFilters=True)   # one query
     if not with_comments:
         df = df.where(F.col("status") != "comment")     # pushed down: not decoded
     if where:

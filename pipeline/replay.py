@@ -279,7 +279,8 @@ class _Pace:
 
 def selection(spark, paths, where):
     """The selected messages in journal order (comments are never messages)."""
-    df = read(spark, paths, columns_for(where, FIELDS + ["status"]))
+    # pushFilters: safe here, every query of the selection pushes the same filters
+    df = read(spark, paths, columns_for(where, FIELDS + ["status"]), pushFilters=True)
     df = df.where(F.col("status") != "comment")
     if where:
         df = df.where(where)

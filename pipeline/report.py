@@ -123,7 +123,8 @@ def run(spark, paths, out_dir, where=None, as_of=None, show_progress=None, html=
     the page `out_dir/report.html`; returns {name: pandas DataFrame}, facts. The tables
     are small (aggregates), so the driver collects each once and writes it with pyarrow
     (on a cluster, `out_dir` is on the driver's machine)."""
-    df = read(spark, paths, COLUMNS)
+    # pushFilters: safe here, the first query fills the cache every later one reads
+    df = read(spark, paths, COLUMNS, pushFilters=True)
     if where:
         df = df.where(where)
     df = df.persist(StorageLevel.MEMORY_AND_DISK)

@@ -10,10 +10,15 @@ file names must match), `splitBytes` (the largest byte range a task reads, defau
 rounds of that many, equal in size, so no core idles in the last round; the jobs'
 `read` sets it to Spark's default parallelism). Files are cut into byte ranges that
 resynchronise on a record start (pipeline/files.py), small files share a task, and each
-task yields Arrow record batches. Filters on status, queue, file, offset and the created and settled times are
-pushed down (Spark must have `spark.sql.python.filterPushdown.enabled=true`; the
-jobs' session sets it) and applied exactly here: files whose queue is not wanted are
-not opened, rows whose status or time is not wanted are not decoded. Declare the
+task yields Arrow record batches. With `pushFilters` true (default false), filters on
+status, queue, file, offset and the created and settled times are pushed down (Spark
+must have `spark.sql.python.filterPushdown.enabled=true`; the jobs' session sets it)
+and applied exactly here: files whose queue is not wanted are not opened, rows whose
+status or time is not wanted are not decoded. It is off by default because PySpark
+keeps the read that filter pushdown planned on the DataFrame's data source (not on the
+query) and reuses it for a later query on that DataFrame that pushes no filter, which
+would then miss the rows the earlier query's filters dropped; the jobs turn it on for
+their own DataFrames, whose every query pushes the same filters. Declare the
 columns you need with `.schema(columns(...))`: the others are not decoded.
 """
 import datetime
@@ -85,6 +90,7 @@ class TextQueueReader(DataSourceReader):
         self.name_glob = options.get("pathGlobFilter")
         self.split_bytes = int(options.get("splitBytes", SPLIT_BYTES))
         self.min_partitions = int(options.get("minPartitions", 1))
+        self.push_filters = _flag(options, "pushFilters", "false")
         if self.split_bytes < 1 or self.min_partitions < 1:
             raise ValueError("textqueue options splitBytes and minPartitions must be positive")
         self.selection = Selection()
@@ -94,8 +100,11 @@ class TextQueueReader(DataSourceReader):
     # -- filters ------------------------------------------------------------------------
 
     def pushFilters(self, filters):
+        """Take what can be applied here when the `pushFilters` option is on; otherwise
+        take nothing, so that the read Spark plans (and may reuse for another query on
+        the same DataFrame) is the whole one and Spark applies every filter itself."""
         for f in filters:
-            if not self._push(f):
+            if not (self.push_filters and self._push(f)):
                 yield f
 
     def _push(self, f):

@@ -214,7 +214,7 @@ def evaluated(spark, tree):
 
 @pytest.mark.parametrize("predicate", PREDICATES)
 def test_filters_are_pushed_down_and_exact(spark, tree, evaluated, predicate):
-    df = read(spark, [tree], FILTERED)
+    df = read(spark, [tree], FILTERED, pushFilters=True)
     column = predicate.split()[0]
     pushed = df.where(predicate)
     rows = sorted(tuple(r) for r in pushed.collect())
@@ -228,12 +228,14 @@ def test_filters_are_pushed_down_and_exact(spark, tree, evaluated, predicate):
 
 
 def test_pushed_filters_reach_the_reader(tree):
-    source = TextQueueDataSource({"path": str(tree)})
-    reader = source.reader(schema.spark_schema(["offset", "status", "queue", "created"]))
     filters = [EqualTo(("status",), "queued"), Not(In(("queue",), ("jobs",))),
                StringStartsWith(("queue",), "o"),
                GreaterThan(("created",), datetime.datetime(2024, 6, 13, 19, 26, 20, tzinfo=UTC)),
                LessThanOrEqual(("retry",), 1)]
+    columns = schema.spark_schema(["offset", "status", "queue", "created"])
+    by_default = TextQueueDataSource({"path": str(tree)}).reader(columns)
+    assert list(by_default.pushFilters(filters)) == filters      # takes none unless asked
+    reader = TextQueueDataSource({"path": str(tree), "pushFilters": "true"}).reader(columns)
     left = list(reader.pushFilters(filters))
     assert left == [filters[-1]]
     batches = [b for task in reader.partitions() for b in reader.read(task)]
@@ -339,3 +341,25 @@ def test_options_are_checked(spark, tree):
     records = len(plain.read_file(one))
     assert records and spark.read.format("textqueue").load(one).count() == records
     assert spark.read.format("textqueue").option("paths", json.dumps([one])).load().count() == records
+
+
+def test_queries_on_one_dataframe_do_not_keep_each_others_filters(spark, tree):
+    """PySpark keeps the read that filter pushdown planned on the DataFrame's data source
+    and reuses it for a later query that pushes no filter: a filter taken by the reader
+    would silently drop rows from that query. By default the reader takes none, so every
+    order of queries on one `load()` counts right, cached or not."""
+    rows = plain.read_tree(tree)
+    want = {s: sum(r.status == s for r in rows) for s in ("queued", "error")}
+    df = spark.read.format("textqueue").schema(schema.spark_schema(FILTERED)).load(str(tree))
+    assert df.where("status = 'queued'").count() == want["queued"]
+    assert df.count() == len(rows)                              # filtered, then unfiltered
+    assert df.where("status = 'error'").count() == want["error"]   # two filters in a row
+    assert df.where("coalesce(status, '') = 'queued'").count() == want["queued"]
+    assert df.where("status = 'queued'").count() == want["queued"]
+    cached = df.cache()
+    try:
+        assert cached.count() == len(rows)                      # the cache holds every row
+        assert cached.where("status = 'error'").count() == want["error"]
+    finally:
+        cached.unpersist()
+    assert df.count() == len(rows)
