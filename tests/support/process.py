@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+from bench.procstat import cpu_ns
+
 TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
 STARTUP_SECONDS = 30
 _LIVE = set()           # every broker process started and not yet seen stopped
@@ -102,17 +104,10 @@ class BrokerProcess:
         return False
 
     def cpu_seconds(self):
-        """CPU time the broker has used so far, all threads (/proc/PID/task/*/schedstat):
-        what a test bounds to say the broker did little work, whatever else loads the
-        machine meanwhile (a wall-clock bound fails on a busy machine)."""
-        total, pid = 0, self.process.pid
-        for task in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{task}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except FileNotFoundError:
-                pass                     # a thread that ended meanwhile
-        return total / 1e9
+        """CPU time the broker has used so far, all threads: what a test bounds to say the
+        broker did little work, whatever else loads the machine meanwhile (a wall-clock
+        bound fails on a busy machine)."""
+        return cpu_ns(self.process.pid) / 1e9
 
     def log(self):
         with open(self.log_path, errors="replace") as f:
