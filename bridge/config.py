@@ -354,9 +354,11 @@ def twisted_endpoint(description):
     """Build (not bind) the endpoint, as twistd will: unknown types, bad arguments and
     missing certificate files fail here; TCP ports must fit in 16 bits."""
     from twisted.internet.endpoints import serverFromString
+
+    from mqksbridge.bridge.listeners import PORT_KINDS
     serverFromString(None, description)
     kind, _, rest = description.partition(":")
-    if kind.lower() in ("tcp", "tcp6", "ssl", "mtls"):
+    if kind.strip().lower() in PORT_KINDS:
         first = rest.split(":", 1)[0]
         port = first.partition("=")[2] if first.startswith("port=") else first
         if not port.isdigit() or int(port) > 65535:
