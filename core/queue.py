@@ -21,7 +21,7 @@ settled for that consumer alone and never sent to the others again. docs/deliver
 has the whole table; tests/core/test_core_delivery_rules.py checks it as a state machine.
 
 A queue with a journal (attach_journal) is durable: it tells the journal every entry it
-takes, requeues and settles (core.storage), takes no fast path that would skip that, and
+takes, requeues and settles (core.journal), takes no fast path that would skip that, and
 with `max_deliveries` set moves an entry handed back unsettled that many times to its
 `dead_letter` queue instead of requeueing it.
 
@@ -77,7 +77,7 @@ class Queue:
         self._unused_timer = None
         self.received = self.delivered = self.acked = self.requeued = 0
         self.dropped = self.expired = self.dead_lettered = 0
-        self.journal = None            # core.storage: set once the queue is durable
+        self.journal = None            # core.journal: set once the queue is durable
         self.window = None             # core.window: the backlog beyond it is paged out
         self.mode = mode
         self.ack_timeout = ack_timeout
@@ -124,7 +124,7 @@ class Queue:
         self._first_match = unlimited and self._filtered and self.mode == ROUND_ROBIN and memory
 
     def attach_journal(self, journal):
-        """Make the queue durable: `journal` (core.storage) records what it holds now and
+        """Make the queue durable: `journal` (core.journal) records what it holds now and
         everything it takes from here on. Of the fast paths only the direct hand-over
         stays on, and it tells the journal as put() does."""
         window = self.window
