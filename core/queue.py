@@ -30,7 +30,7 @@ track). Attributes without an underscore that are not in the interface (dispatch
 turn, filtered, outstanding) are the mode families' view of the queue.
 
 A queue with a journal (attach_journal) is durable: it tells the journal every entry it
-takes, requeues and settles (core.journal), takes no fast path that would skip that, and
+takes, requeues and settles (core.storage), takes no fast path that would skip that, and
 with `max_deliveries` set moves an entry handed back unsettled that many times to its
 `dead_letter` queue instead of requeueing it.
 
@@ -107,7 +107,7 @@ class Queue:
         self.holds = None              # told (consumer, +n/-n) of manual-ack holds (core.guarded)
         self.received = self.delivered = self.acked = self.requeued = 0
         self.dropped = self.expired = self.dead_lettered = 0
-        self.journal = None            # core.journal: set once the queue is durable
+        self.journal = None            # core.storage: set once the queue is durable
         self.mode = mode
         self.delivery = DELIVERY[mode]
         self.ack_timeout = ack_timeout
@@ -153,7 +153,7 @@ class Queue:
         self._shortcut = self.delivery.shortcut(self, unlimited)
 
     def attach_journal(self, journal):
-        """Make the queue durable: `journal` (core.journal) records what it holds now and
+        """Make the queue durable: `journal` (core.storage) records what it holds now and
         everything it takes from here on. Of the fast paths only the direct hand-over
         stays on, and it tells the journal as put() does."""
         backlog = self.backlog
