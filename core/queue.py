@@ -341,8 +341,9 @@ class Queue:
                 if not c.client.paused:
                     self.dispatch()
                     break
-        if (self._flow_limit is not None and len(self.entries) >= self._flow_limit
-                and self.consumers and (mode == ROUND_ROBIN or mode == PUSH_ALL)):
+        if (self._flow_limit is not None and self.consumers
+                and len(self.entries) + _paged(self) >= self._flow_limit
+                and (mode == ROUND_ROBIN or mode == PUSH_ALL)):
             # judged on what is left once the consumers took theirs (as the shortcuts do);
             # a publisher this queue holds already is nothing new (most puts to a backlog)
             if publisher is not None and self not in publisher.held:
@@ -610,7 +611,7 @@ class Queue:
     def _relieved(self):
         """Whether the publishers held for this queue may go on: it is back under the
         flow's low mark and under half of its own limits (core.flow)."""
-        n = len(self.entries)
+        n = len(self.entries) + _paged(self)
         low = self.broker.flow.low
         return ((low is None or n <= low)
                 and (self.max_messages is None or n <= self.max_messages // 2)
@@ -919,6 +920,12 @@ class Queue:
 
     def __repr__(self):
         return f"Queue({self.name!r}, mode={self.mode}, len={len(self)}, consumers={len(self.consumers)})"
+
+
+def _paged(queue):
+    """The regular lane's paged-out entries: flow control counts the whole backlog."""
+    window = queue.window
+    return window.lanes[REGULAR] if window is not None else 0
 
 
 def _lanes(queue, lanes):

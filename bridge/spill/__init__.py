@@ -8,8 +8,9 @@ written twice); any other queue to scratch segment files under `<data_dir>/spill
 (ScratchPager), which hold nothing a restart brings back: the directory is emptied when
 the broker starts.
 
-One worker thread writes and removes scratch files, in order: the reactor never waits
-for the disk. `broker.queue_memory_total` caps every window together: past it each queue
+One worker thread writes and removes scratch files, in order, and another reads paged-out
+records ahead of the consumers (bridge.spill.pagers): the reactor never waits for the disk
+but for a small read when a consumer outran the reader. `broker.queue_memory_total` caps every window together: past it each queue
 keeps only a few entries resident (core.window.WindowBudget, reviewed by `check`), and
 while pages waiting for the disk pass it too, or a write failed (a full disk: it is
 tried again each check), publishers are not read (the memory watermark's hold,
@@ -38,7 +39,7 @@ class Spill:
     """The broker's pagers, their writer thread and the global budget (module docstring)."""
 
     def __init__(self, root, broker, reactor, clock, window_bytes, window_messages, total,
-                 segment_size=16 << 20, run=None):
+                 segment_size=16 << 20, run=None, read=None):
         self.root = root
         self.broker = broker
         self.reactor = reactor
@@ -49,9 +50,14 @@ class Spill:
         self.budget = WindowBudget(total)
         self.pool = ThreadPool(1, 1, "mqksbridge-spill")
         self.pool.threadFactory = partial(threading.Thread, daemon=True)
-        # run(work) -> Deferred: the worker thread (a test may run it inline)
+        self.reader = ThreadPool(1, 1, "mqksbridge-spill-read")
+        self.reader.threadFactory = partial(threading.Thread, daemon=True)
+        # run(work, *args) -> Deferred: the worker thread; read(...): the reader thread (a
+        # test may run them inline, or when it likes: a read must land in a turn of its own)
         self.run = run or partial(threads.deferToThreadPool, reactor, self.pool)
+        self.read = read or run or partial(threads.deferToThreadPool, reactor, self.reader)
         self.scheduled = {}          # id(pager) -> pager to flush at the end of this turn
+        self.woken = {}              # id(pager) -> pager whose reads ahead landed this turn
         self._call = None
         self.pending = 0             # bytes handed to the worker, not written yet
         self.failed = False          # the last write failed (a full disk)
@@ -60,9 +66,10 @@ class Spill:
     def window(self, queue):
         """broker.windows: the StorageWindow of a new queue (or one turning durable)."""
         if queue.journal is not None:
-            pager = JournalPager(self, queue.name, self.broker.storage, queue.journal.writer)
+            pager = JournalPager(self, queue.name, self.broker.storage, queue.journal.writer,
+                                 queue.dispatch)
         else:
-            pager = ScratchPager(self, queue.name)
+            pager = ScratchPager(self, queue.name, queue.dispatch)
         return StorageWindow(pager, self.window_messages, self.window_bytes, self.budget)
 
     def clean(self):
@@ -76,11 +83,20 @@ class Spill:
         if self._call is None:
             self._call = self.reactor.callLater(0, self.flush)
 
+    def wake(self, pager):
+        """A read ahead of `pager` landed: its queue hears it at the end of this turn."""
+        self.woken[id(pager)] = pager
+        if self._call is None:
+            self._call = self.reactor.callLater(0, self.flush)
+
     def flush(self):
         self._call = None
         scheduled, self.scheduled = self.scheduled, {}
+        woken, self.woken = self.woken, {}
         for pager in scheduled.values():
             pager.flush()
+        for pager in woken.values():
+            pager.wake()
 
     def write(self, file, data, offset, done=None, failed=None):
         """Write `data` at `offset` of a scratch file on the worker thread; then `done()`
@@ -147,9 +163,11 @@ class SpillService(service.Service):
     def startService(self):
         super().startService()
         self.spill.pool.start()
+        self.spill.reader.start()
 
     def stopService(self):
         super().stopService()
+        self.spill.reader.stop()
         return defer.maybeDeferred(self.spill.pool.stop)
 
 
