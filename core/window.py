@@ -26,6 +26,8 @@ page_in_ready(lane, count)    as page_in, but only what it has at hand (maybe no
                               rest comes later, and the pager then calls its queue's
                               dispatch (bridge.spill reads ahead off the reactor thread)
 page_in_last(lane, count)     up to `count` from the back (a LIFO pull), in queue order
+page_out_placed(lane, *place) at the back, entries the pager's store holds already
+                              (a durable queue's journal at start: bridge.journal)
 peek(lane)                    every paged entry of the lane in order, taking none (admin
                               views and tests; it reads what is on disk)
 close()                       the queue is gone: let go of everything paged out
@@ -47,6 +49,9 @@ class Pager:
         return self.page_in(lane, count)
 
     def page_in_last(self, lane, count):
+        raise NotImplementedError
+
+    def page_out_placed(self, lane, *place):
         raise NotImplementedError
 
     def peek(self, lane):
@@ -122,6 +127,17 @@ class StorageWindow:
         self.paged_bytes += size
         self.paged_out += len(entries)
         self.pager.page_out(index, entries)
+
+    def page_out_placed(self, queue, count, size, *place):
+        """`count` entries (`size` content bytes) already in the pager's store go to the
+        back of the regular lane's paged part (a durable queue recovered: `place` says
+        where its journal holds them, for the pager's page_out_placed)."""
+        self.lanes[REGULAR] += count
+        self.lane_bytes[REGULAR] += size
+        self.paged += count
+        self.paged_bytes += size
+        queue.bytes += size
+        self.pager.page_out_placed(REGULAR, *place)
 
     def _taken(self, index, entries):
         size = 0

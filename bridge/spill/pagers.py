@@ -437,6 +437,17 @@ class JournalPager(_Lanes):
                 chunks.insert(i + n, part)
         return len(runs)
 
+    def page_out_placed(self, lane, segment, offsets, sizes, retries):
+        """Records of a segment recovery left in the journal (bridge.journal.recovery's
+        runs), in chunks of CHUNK."""
+        chunks = self.lanes[lane]
+        for start in range(0, len(offsets), CHUNK):
+            stop = start + CHUNK
+            chunk = Chunk([])
+            chunk.placed(segment, offsets[start:stop], sizes[start:stop], retries[start:stop])
+            chunk.tail = len(chunk.offsets)
+            chunks.append(chunk)
+
     def _on_disk(self, entry):
         """Whether the writer has written the entry's record (none of its batches, pending
         or in flight, appends to that segment at or before it)."""
