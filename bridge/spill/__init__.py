@@ -33,6 +33,7 @@ from mqksbridge.core.window import StorageWindow, WindowBudget
 log = Logger(namespace="mqksbridge.spill")
 
 SPILL = "spill"             # <data_dir>/spill/<queue dir>/00000001.tq
+MAILBOXES = ".mailboxes"    # <data_dir>/spill/.mailboxes/<mailbox dir>/: no queue's name
 
 
 class Spill:
@@ -71,6 +72,25 @@ class Spill:
         else:
             pager = ScratchPager(self, queue.name, queue.dispatch)
         return StorageWindow(pager, self.window_messages, self.window_bytes, self.budget)
+
+    def mail_window(self, mailbox):
+        """A mailbox's StorageWindow (core.mailbox): the same bounds, outside the global
+        budget (which reviews queues), its scratch files under `spill/.mailboxes/`."""
+        if mailbox.journal is not None:
+            pager = JournalPager(self, mailbox.name, self.broker.storage,
+                                 mailbox.journal.writer, mailbox.flush)
+        else:
+            pager = ScratchPager(self, mailbox.name, mailbox.flush, MAILBOXES)
+        return StorageWindow(pager, self.window_messages, self.window_bytes)
+
+    def install(self):
+        """Every queue and mailbox the broker makes from now on gets its window."""
+        self.broker.windows = self.window
+        self.broker.subscribe(self._event)
+
+    def _event(self, event, mailbox=None, **data):
+        if event == "mailbox-created":
+            mailbox.set_windows(self.mail_window)
 
     def clean(self):
         """At start: the scratch files of the last run hold nothing to bring back."""
@@ -173,8 +193,8 @@ class SpillService(service.Service):
 
 def build(config, broker, reactor, clock):
     """(Spill, SpillService), or (None, None) when `broker.queue_memory_window` is "max"
-    (every backlog resident, as before). Sets `broker.windows`; empties the spill
-    directory (call it before any queue exists)."""
+    (every backlog resident, as before). Sets `broker.windows` (and every new mailbox's
+    window); empties the spill directory (call it before any queue or mailbox exists)."""
     settings = config["broker"]
     window = size_limit(settings["queue_memory_window"])
     if window is None:
@@ -183,5 +203,5 @@ def build(config, broker, reactor, clock):
                   settings["queue_memory_window_messages"],
                   size_limit(settings["queue_memory_total"]))
     spill.clean()
-    broker.windows = spill.window
+    spill.install()
     return spill, SpillService(spill)

@@ -271,9 +271,9 @@ class SpillFile:
 class ScratchPager(_Lanes):
     """A queue without a journal: its backlog in scratch segment files (module docstring)."""
 
-    def __init__(self, spill, name, ready=None):
+    def __init__(self, spill, name, ready=None, folder=""):
         super().__init__(spill, name, ready)
-        self.directory = os.path.join(spill.root, layout.queue_directory(name))
+        self.directory = os.path.join(spill.root, folder, layout.queue_directory(name))
         self.file = None
         self.number = 0
         self.writing = {}             # id(chunk) -> chunk, encoded and not yet written
