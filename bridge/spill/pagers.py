@@ -34,6 +34,7 @@ scratch file may go) only once the read is done.
 import os
 from bisect import bisect_right
 from collections import deque
+from functools import partial
 from itertools import accumulate
 
 from twisted.logger import Logger
@@ -461,7 +462,4 @@ class JournalPager(_Lanes):
         return True
 
     def _read_placed(self, chunk, start, stop):
-        segment = chunk.source
-        return read_entries(chunk, start, stop,
-                            lambda offset, size, places, origin:
-                            Slot(segment, offset, size, places, origin))
+        return read_entries(chunk, start, stop, partial(Slot, chunk.source))
