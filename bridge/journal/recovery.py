@@ -173,7 +173,7 @@ def recover_queue(directory, policy_of, files=None, keep=None):
             if result.runs:                 # a record that is not fresh, behind runs
                 return recover_queue(directory, policy_of, files)
             room = max(0, room - len(queued.raws))
-        blocks.append((segment, base, queued))
+        blocks.append((segment, base, queued._replace(scan=None)))
         if b"\\moved=" in data:
             for i in range(first, len(raws)):
                 raw = raws[i]
@@ -184,6 +184,8 @@ def recover_queue(directory, policy_of, files=None, keep=None):
                         copies[origin] = place
                     if raw[:1] == b"-":
                         moved[place] = origin
+        # this segment's bytes and scan go before the next is read
+        data = found = raws = offsets = queued = None
     if result.name is None:
         result.problems.append(f"{directory}: no segment names its queue; left out")
         _log(result)
@@ -213,8 +215,7 @@ def _run(result, segment, queued, room):
     segment.live += len(record_sizes)
     segment.live_bytes += sum(record_sizes)
     return queued._replace(offsets=queued.offsets[:room], raws=raws[:room],
-                           retries=queued.retries[:room], sizes=queued.sizes[:room],
-                           scan=None)
+                           retries=queued.retries[:room], sizes=queued.sizes[:room])
 
 
 def _admit(result, block):

@@ -28,7 +28,9 @@ ago, which the page cache has). `page_in_ready` never reads on the reactor at al
 A read in flight covers the front of the lane's first chunk; the chunk still owns it, so
 every other operation (a synchronous fallback read, a pull from the back, a purge) goes on
 as if there were none, and what the read brings is kept only for the part still paged
-when it lands (`chunk.head` to `chunk.tail`). A chunk a read is still on is dropped (its
+when it lands (`chunk.head` to `chunk.tail`). The reader decodes PIECE records at a time
+and skips what the reactor took meanwhile, so a consumer that outruns it does not have
+the same records decoded twice. A chunk a read is still on is dropped (its
 scratch file may go) only once the read is done.
 """
 import os
@@ -52,6 +54,7 @@ TURN = 4096           # entries one page-in moves at most (one reactor turn's sh
 AHEAD = 4096          # records a lane reads ahead off the reactor thread, at most
 AHEAD_BYTES = 4 << 20  # and their bytes
 SYNC = 256            # records read on the reactor when nothing is read ahead yet
+PIECE = 512           # records the reader decodes before it looks whether they are wanted
 
 log = Logger(namespace="mqksbridge.spill")
 
@@ -175,20 +178,38 @@ class _Lanes(Pager):
         stop = max(start + 1, bisect_right(chunk.offsets, chunk.offsets[start] + AHEAD_BYTES,
                                            start, stop))
         read = self.reading[lane] = _Read(lane, chunk, start, stop)
-        self.spill.read(self._read_placed, chunk, start, stop).addCallbacks(
+        self.spill.read(self._read_pieces, chunk, start, stop).addCallbacks(
             self._ahead, self._ahead_failed, (read,), None, (read,))
 
-    def _ahead(self, entries, read):
+    def _read_pieces(self, chunk, start, stop):
+        """Reader thread: records [start, stop) of `chunk` as (first index, entries)
+        pieces of PIECE, skipping what the reactor took meanwhile (`chunk.head` only
+        grows; a stale look costs one piece read twice, never order)."""
+        pieces = []
+        while start < stop:
+            start = max(start, chunk.head)
+            if start >= stop:
+                break
+            end = min(stop, start + PIECE)
+            pieces.append((start, self._read_placed(chunk, start, end)))
+            start = end
+        return pieces
+
+    def _ahead(self, pieces, read):
         """Reactor: keep what is still paged of what the read brought."""
         lane, chunk = read.lane, read.chunk
         self.reading[lane] = None
         if read.release:
             self._drop(chunk)
             return
-        start, stop = chunk.head, min(read.stop, chunk.tail)
-        if stop > start:
-            self.ahead[lane].extend(entries[start - read.start:stop - read.start])
-            chunk.head = stop
+        landed = False
+        for first, entries in pieces:
+            start, stop = chunk.head, min(first + len(entries), chunk.tail)
+            if stop > start:
+                self.ahead[lane].extend(entries[start - first:stop - first])
+                chunk.head = stop
+                landed = True
+        if landed:
             if not len(chunk):
                 self._drop(self.lanes[lane].popleft())
             self.spill.wake(self)

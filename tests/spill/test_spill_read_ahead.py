@@ -131,7 +131,7 @@ def test_a_queue_deleted_while_a_read_is_in_flight_removes_its_files_after_it(tm
 @contextmanager
 def small_reads():
     """Reads of a few records, so a read is overtaken in every way a short run can."""
-    with mock.patch.multiple(pagers, AHEAD=5, SYNC=3, TURN=7, CHUNK=11):
+    with mock.patch.multiple(pagers, AHEAD=5, SYNC=3, TURN=7, CHUNK=11, PIECE=2):
         yield
 
 
