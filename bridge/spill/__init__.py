@@ -6,15 +6,17 @@ is paged out, and read back in order as consumers catch up (docs/limits.md). A d
 queue pages out to its journal (bridge.spill.pagers.JournalPager: read back, never
 written twice); any other queue to scratch segment files under `<data_dir>/spill/`
 (ScratchPager), which hold nothing a restart brings back: the directory is emptied when
-the broker starts.
+the broker starts. Every mailbox gets one too (`install`; core.mailbox), its scratch files
+under `<data_dir>/spill/.mailboxes/`.
 
-One worker thread writes and removes scratch files, in order, and another reads paged-out
-records ahead of the consumers (bridge.spill.pagers): the reactor never waits for the disk
-but for a small read when a consumer outran the reader. `broker.queue_memory_total` caps every window together: past it each queue
-keeps only a few entries resident (core.window.WindowBudget, reviewed by `check`), and
-while pages waiting for the disk pass it too, or a write failed (a full disk: it is
-tried again each check), publishers are not read (the memory watermark's hold,
-bridge.memory): nothing is refused or dropped.
+One worker thread writes and removes scratch files, in order, and another reads
+paged-out records ahead of the consumers (bridge.spill.pagers): the reactor never waits
+for the disk but for a small read when a consumer outran the reader.
+`broker.queue_memory_total` caps every window together: past it each queue keeps only a
+few entries resident (core.window.WindowBudget, reviewed by `check`), and while pages
+waiting for the disk pass it too, or a write failed (a full disk: it is tried again each
+check), publishers are not read (the memory watermark's hold, bridge.memory): nothing is
+refused or dropped.
 """
 import os
 import shutil
