@@ -27,6 +27,12 @@ class Backlog:
         window = self.window
         return len(self.entries) + len(self.priority) + (window.paged if window else 0)
 
+    def regular(self):
+        """The regular lane's entries, paged-out ones included: what flow control counts
+        (core.flow), so a window smaller than the flow limit still paces publishers."""
+        window = self.window
+        return len(self.entries) + (window.lanes[REGULAR] if window is not None else 0)
+
     def lengths(self):
         """(priority, regular) stored entries, paged-out ones included."""
         window = self.window

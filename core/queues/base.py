@@ -39,8 +39,8 @@ class Delivery:
                     queue.dispatch()
                     break
         limit = queue.flow_limit
-        if (limit is not None and len(queue.entries) >= limit and queue.consumers
-                and self.pushes):
+        if (limit is not None and queue.consumers and self.pushes
+                and queue.backlog.regular() >= limit):
             # a publisher this queue holds already is nothing new (most puts to a backlog)
             if publisher is not None and queue not in publisher.held:
                 queue.broker.flow.congested(queue, publisher)

@@ -35,9 +35,10 @@ class Capacity:
         return None
 
     def relieved(self, backlog, low):
-        """Whether publishers held for the queue may go on: its resident regular lane is
-        back under the flow's low mark and under half of its own limits (core.flow)."""
-        n = len(backlog.entries)
+        """Whether publishers held for the queue may go on: its regular lane, paged-out
+        entries included, is back under the flow's low mark and under half of its own
+        limits (core.flow)."""
+        n = backlog.regular()
         return ((low is None or n <= low)
                 and (self.max_messages is None or n <= self.max_messages // 2)
                 and (self.max_bytes is None or backlog.bytes <= self.max_bytes // 2))
