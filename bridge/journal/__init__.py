@@ -166,7 +166,7 @@ class Durability:
             queue.restore(entries)
             paged = 0
             for segment, offsets, sizes, retries, size in recovered.runs:
-                queue.window.page_out_placed(queue, len(offsets), size, segment, offsets,
+                queue.window.page_out_placed(queue.backlog, len(offsets), size, segment, offsets,
                                              sizes, retries)
                 paged += len(offsets)
             self._settle_in(journal, recovered)
