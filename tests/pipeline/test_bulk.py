@@ -1,6 +1,6 @@
 """The bulk paths of the data source are held equal to the codec's record-at-a-time ones:
 `blocks.split` to `textqueue.scan`, and each column `batches.record_batch` builds in bulk
-(pipeline/bulk.py) to `batches.codec_column` (columns.decode_columns, so
+(protocols/textqueue/arrow_columns.py) to `batches.codec_column` (columns.decode_columns, so
 journal.decode_fields): same values for journal records, hand-edited ones, plain
 TextQueue records and garbage, and an error where the codec raises one."""
 import dataclasses
@@ -155,7 +155,7 @@ def test_bulk_columns_on_realistic_traffic_and_subsets():
     _check(data, BASE)
     _check(data, BASE, random.Random(1))
     block, _ = split(data)
-    from mqksbridge.pipeline.bulk import Fields
+    from mqksbridge.protocols.textqueue.arrow_columns import Fields
     fields = Fields(block, BASE)
     for name in ("status", "subject", "origin", "consumer", "settle_reason", "retry", "size",
                  "created", "settled", "id", "sender", "frame_count", "expires", "priority",
