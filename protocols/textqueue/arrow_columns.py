@@ -4,7 +4,7 @@
 of a whole block (tens of thousands of records) costs a few passes in C: the buffer's
 lines are indexed once (where each starts and ends, which record it belongs to,
 whether it is a variable or a continuation line), a variable's value in every record
-is the first line that starts with `\\name=` (what `journal._variable` finds), and
+is the first line that starts with `\\name=` (what `record.value_of` finds), and
 values become Arrow arrays by slicing the buffer (an array whose offsets alternate
 value starts and ends, of which every other element is taken), numbers by digit
 arithmetic, settle stamps by byte tests.
@@ -16,8 +16,9 @@ ASCII, records with a CR, a continuation line after a variable or a control char
 beyond ASCII, numbers that are not plain digits (or are too long to add up in 64 bits),
 settle stamps of another form, base64 bodies that are not canonical, headers with a key
 twice or a pair without '=', variables the broker does not write or written twice. So
-every value keeps one definition and every error is the codec's (hypothesis properties
-and examples in tests/pipeline/test_bulk.py hold the two paths equal). Only base64
+every value keeps one definition and every error is the codec's (the codec's shared
+property, tests/textqueue/test_textqueue_fast_paths.py, and the examples in
+tests/pipeline/test_bulk.py hold the two paths equal). Only base64
 bodies (`body_bytes`, `frames`) still take the codec's path for every row that has one.
 
 numpy and pyarrow come with the `pipeline` extra: this module is imported by the data
@@ -29,23 +30,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mqksbridge.protocols.textqueue import journal
+from mqksbridge.protocols.textqueue.record import BASE64URL, DOOR_LETTERS, NAMES, SETTLE_CODES, STATUSES
 
 _NL, _SPACE, _BACKSLASH, _CR, _PCT = 10, 32, 92, 13, 37
 _NONE = np.zeros(0, np.int64)
-_STATUS_OF = {"-": "queued", "=": "done", "!": "error", "#": "comment"}
-_STATUS_NAMES = pa.array(list(_STATUS_OF.values()))
+_STATUS_NAMES = pa.array(list(STATUSES.values()))
 _STATUS_INDEX = np.full(256, -1, np.int8)
-for _i, _c in enumerate(_STATUS_OF):
+for _i, _c in enumerate(STATUSES):
     _STATUS_INDEX[ord(_c)] = _i
 
-_CODES = list(journal.SETTLE_CODES)                        # a d x r m
-_REASONS = pa.array([journal.SETTLE_CODES[c][0] for c in _CODES])
+_CODES = list(SETTLE_CODES)                        # a d x r m
+_REASONS = pa.array([SETTLE_CODES[c][0] for c in _CODES])
 _CODE_INDEX = np.full(256, -1, np.int8)
 for _i, _c in enumerate(_CODES):
     _CODE_INDEX[ord(_c)] = _i
-_LETTERS = list(journal.DOOR_LETTERS)                      # K M T Q
-_DOORS = pa.array([journal.DOOR_LETTERS[c] for c in _LETTERS])
+_LETTERS = list(DOOR_LETTERS)                      # K M T Q
+_DOORS = pa.array([DOOR_LETTERS[c] for c in _LETTERS])
 _LETTER_INDEX = np.full(256, -1, np.int8)
 for _i, _c in enumerate(_LETTERS):
     _LETTER_INDEX[ord(_c)] = _i
@@ -56,11 +56,10 @@ _B64 = "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
 _ONE_FRAME = f"^{_B64}$"
 _FRAMES = f"^{_B64}(?: {_B64})*$"
 
-_URLSAFE = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", np.uint8)
+_URLSAFE = np.frombuffer(BASE64URL, np.uint8)
 _CHECKSUM_STATES = pa.array(["ok", "edited", "missing", "mismatch"])
 # The variables the broker writes (journal.encode_message): the map column is bulk for these.
-_NAMES_WRITTEN = pa.array([b"i", b"s", b"f", b"t", b"ttl", b"priority", b"tracker", b"headers",
-                           b"enc", b"frames", b"moved", b"r", b"e", b"c"])
+_NAMES_WRITTEN = pa.array(NAMES)
 
 
 def status_array(data, starts):
