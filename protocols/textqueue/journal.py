@@ -22,7 +22,7 @@ variables, escaping, value codecs, checksum); this module is the plain path over
 the broker's encoders (encode_plain, encode_batch), fast paths held equal to
 encode_message by tests/textqueue/test_textqueue_fast_paths.py.
 
-Names and widths are chosen for the size budget of issue 13: a typical message
+Names and widths are chosen for a size budget of 1.5 x body + 100 bytes: a typical message
 (20-byte body, 16-char id, 10-char subject, 25-char sender) costs 127 bytes.
 Decoding works on a record's raw bytes (a `Record` or the `raws` of a `Scan`), so the
 pipeline can decode just the columns it needs (`decode_fields`) without parsing the
