@@ -397,6 +397,26 @@ async def test_raw_garbage_closed_others_unharmed(door, dealers, case):
 
 
 @pytest_twisted.ensureDeferred
+async def test_messages_before_a_violation_are_served_then_the_error(door):
+    """specs/errors.md: the messages a read completes before a violation are handed to the
+    door and answered, then the ERROR and the close."""
+    d = door()
+    [bound] = await d.listen("tcp://127.0.0.1:*")
+    raw = RawClient()
+    port = int(bound.rsplit(":", 1)[1])
+    await endpoints.connectProtocol(
+        endpoints.TCP4ClientEndpoint(reactor, "127.0.0.1", port), raw)
+    raw.transport.write(PEER_GREETING + codec.ready("DEALER") + codec.message([b"one"])
+                        + codec.message([b"two", b"2"]) + b"\x08\x01x")
+    await until(lambda: raw.closed, what="the refused client closed")
+    assert [frames for _, frames in d.received] == [[b"one"], [b"two", b"2"]]
+    assert raw.data == (PREAMBLE + codec.message([b"re:one"]) + codec.message([b"re:two"])
+                        + codec.error("reserved frame flags set (0x08)"))
+    assert d.router.refused == 1
+    await until(lambda: d.gone == [d.rid_of(b"one")], what="the peer reported gone")
+
+
+@pytest_twisted.ensureDeferred
 async def test_message_over_max_message_closes_that_connection(door, dealers):
     d = door(max_message=1000 + codec.FRAME_COST)       # one frame of 1000 bytes fits
     [bound] = await d.listen("tcp://127.0.0.1:*")
