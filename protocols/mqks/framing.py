@@ -31,7 +31,8 @@ class LineFramer:
         self._size = 0    # total length of those pieces
 
     def feed(self, chunk):
-        """Return the list of lines completed by `chunk`; raise MqksProtocolError (LINE_TOO_LONG)."""
+        """Return the list of lines completed by `chunk`; MqksProtocolError (LINE_TOO_LONG)
+        for a line over the limit."""
         lines = chunk.split(b'\n')
         tail = lines.pop()
         parts = self._parts

@@ -75,7 +75,8 @@ def _masked(events, masks):
     dotted = [(e, e.split(b'.')) for e in events if b'.' in e]
     tries = sum(len(scanned.get(len(segments), ())) for _, segments in dotted)
     if tries > MAX_MASK_TESTS:
-        raise MqksProtocolError(Reason.ARGUMENT, 'too many masks with a leading * for this queue\'s events')
+        raise MqksProtocolError(Reason.ARGUMENT,
+                                'too many masks with a leading * for this queue\'s events')
     masked = set()
     for event, segments in dotted:
         candidates = by_first.get((len(segments), segments[0]), [])

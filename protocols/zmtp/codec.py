@@ -404,8 +404,8 @@ class Connection:
         props = parse_metadata(data)
         socket_type = props.get("socket-type", b"").decode("ascii", "replace")
         if socket_type not in PEERS_OF.get(self.socket_type, ()):
-            raise ZmtpError(Reason.HANDSHAKE, f"socket type {socket_type or '(none)'} cannot talk to "
-                            f"{self.socket_type}")
+            raise ZmtpError(Reason.HANDSHAKE, f"socket type {socket_type or '(none)'} cannot "
+                            f"talk to {self.socket_type}")
         self.state = "traffic"
         return Ready(socket_type, props.get("identity", b""), props)
 
