@@ -35,7 +35,7 @@ from itertools import chain, repeat
 from operator import attrgetter, itemgetter, methodcaller, sub
 from typing import NamedTuple, Optional
 
-from mqksbridge.protocols.textqueue.records import Record, TextQueueError
+from mqksbridge.protocols.textqueue.records import Reason, Record, TextQueueError
 from mqksbridge.protocols.textqueue.writer import Edit
 
 LAYOUT = 1
@@ -138,7 +138,8 @@ def _pct(text, extra=b""):
     try:
         data = text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
-        raise TextQueueError(f"{text!r} holds a lone surrogate that stands for no byte") from None
+        raise TextQueueError(Reason.VALUE,
+                             f"{text!r} holds a lone surrogate that stands for no byte") from None
     escaped, pattern = _ESCAPE_SETS[extra]
     if len(data.translate(None, escaped)) == len(data):
         return data
@@ -183,12 +184,13 @@ def _after(ms, width=7):
 def _settle_value(reason, settled_at, created_ms, door=None):
     code = _CODE_OF.get(reason)
     if code is None:
-        raise TextQueueError(f"unknown settle reason {reason!r}")
+        raise TextQueueError(Reason.ARGUMENT, f"unknown settle reason {reason!r}")
     if door is None:
         return code[0].encode() + _after(_ms(settled_at) - created_ms)
     letter = _LETTER_OF.get(door)
     if letter is None:
-        raise TextQueueError(f"unknown door {door!r}; doors are {sorted(_LETTER_OF)}")
+        raise TextQueueError(Reason.ARGUMENT,
+                             f"unknown door {door!r}; doors are {sorted(_LETTER_OF)}")
     return code[0].encode() + letter + _after(_ms(settled_at) - created_ms, 6)
 
 
@@ -212,7 +214,7 @@ def encode_message(message, *, base_ms=0, status="-", retry=0, settled=None,
     `moved`, a (segment, offset) pair, marks a copy that compaction carried forward from
     that place (see `moved_from`)."""
     if status not in STATUSES:
-        raise TextQueueError(f"not a journal status: {status!r}")
+        raise TextQueueError(Reason.ARGUMENT, f"not a journal status: {status!r}")
     fixed = encode_fields(message, base_ms, moved)
     settle = b"" if settled is None else _settle_value(settled.reason, settled.at,
                                                        _ms(message.created_at), settled.door)
@@ -506,7 +508,7 @@ def _int(value, name):
     try:
         return int(value)
     except ValueError:
-        raise TextQueueError(f"{name} is not an integer: {value!r}") from None
+        raise TextQueueError(Reason.FIELD, f"{name} is not an integer: {value!r}") from None
 
 
 def _control_size(raw):
@@ -549,7 +551,7 @@ def _frames(body, enc, count):
     if enc is None:
         return (body.replace(b"\n ", b"\n") if b"\n" in body else body,)
     if enc != b"base64":
-        raise TextQueueError(f"unknown body encoding {enc!r}")
+        raise TextQueueError(Reason.FIELD, f"unknown body encoding {enc!r}")
     try:
         if count is None:
             return (binascii.a2b_base64(body, strict_mode=True),)
@@ -558,10 +560,10 @@ def _frames(body, enc, count):
             return ()
         parts = body.split(b" ")
         if len(parts) != count:
-            raise TextQueueError(f"{len(parts)} base64 frames where frames={count}")
+            raise TextQueueError(Reason.FIELD, f"{len(parts)} base64 frames where frames={count}")
         return tuple(binascii.a2b_base64(part, strict_mode=True) for part in parts)
     except binascii.Error as e:
-        raise TextQueueError(f"body is not base64: {e}") from None
+        raise TextQueueError(Reason.FIELD, f"body is not base64: {e}") from None
 
 
 def _headers(value):
@@ -571,7 +573,7 @@ def _headers(value):
     for pair in value.split(b"&"):
         key, eq, val = pair.partition(b"=")
         if not eq:
-            raise TextQueueError(f"header without '=': {pair!r}")
+            raise TextQueueError(Reason.FIELD, f"header without '=': {pair!r}")
         headers[_unpct(key)] = _unpct(val)
     return headers
 
@@ -725,7 +727,8 @@ def decode_fields(record, names, base_ms=0) -> tuple:
     try:
         return tuple([_READERS[name](raw, base_ms) for name in names])
     except KeyError as e:
-        raise TextQueueError(f"no journal field {e.args[0]!r}; fields are {FIELDS}") from None
+        raise TextQueueError(Reason.ARGUMENT,
+                             f"no journal field {e.args[0]!r}; fields are {FIELDS}") from None
 
 
 def checksum_state(record) -> str:
@@ -780,7 +783,7 @@ def moved_from(record) -> Optional[tuple]:
         return None
     segment, dot, offset = value.rstrip(b" ").partition(b".")
     if not dot:
-        raise TextQueueError(f"moved is not segment.offset: {value!r}")
+        raise TextQueueError(Reason.FIELD, f"moved is not segment.offset: {value!r}")
     return _int(segment, "moved segment"), _int(offset, "moved offset")
 
 
@@ -820,20 +823,21 @@ def places_of(record: Record) -> Places:
     retry = record.variable("r")
     settle = record.variable("e")
     if retry is None or settle is None:
-        raise TextQueueError(f"record at {record.offset} has no \\r or \\e variable")
+        raise TextQueueError(Reason.FIELD, f"record at {record.offset} has no \\r or \\e variable")
     return Places(record.offset, retry.value_offset, retry.width, settle.value_offset, settle.width)
 
 
 def _fit(offset, width, data):
     if len(data) > width:
-        raise TextQueueError(f"{data!r} does not fit the {width} bytes reserved at {offset}")
+        raise TextQueueError(Reason.FIT,
+                             f"{data!r} does not fit the {width} bytes reserved at {offset}")
     return Edit(offset, data.ljust(width))
 
 
 def status_edit(places: Places, control: str) -> Edit:
     """Flip the record's control character."""
     if control not in STATUSES:
-        raise TextQueueError(f"not a journal status: {control!r}")
+        raise TextQueueError(Reason.ARGUMENT, f"not a journal status: {control!r}")
     return Edit(places.status, control.encode())
 
 
@@ -884,6 +888,6 @@ def settle_edits(places: Places, reason: str, settled_at: float, created_at: flo
     stamps "acked" and gets `=`, dead-lettering, expiry and removal get `!`)."""
     code = _CODE_OF.get(reason)
     if code is None:
-        raise TextQueueError(f"unknown settle reason {reason!r}")
+        raise TextQueueError(Reason.ARGUMENT, f"unknown settle reason {reason!r}")
     return [Edit(places.status, code[1].encode()),
             settle_edit(places, reason, settled_at, created_at, door)]
