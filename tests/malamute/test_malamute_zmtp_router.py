@@ -10,7 +10,7 @@ import uuid
 import pytest
 import pytest_twisted
 import zmq
-from twisted.internet import defer, endpoints, error, protocol, reactor, task
+from twisted.internet import defer, endpoints, error, protocol, reactor
 from twisted.python import failure
 
 from mqksbridge.bridge.outbox import FlushScheduler
@@ -18,19 +18,13 @@ from mqksbridge.bridge.malamute.endpoints import EndpointError, ZmqListener, to_
 from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
 from mqksbridge.core.client import Client
 from mqksbridge.protocols.zmtp import codec
-from tests.support.waits import turn, until
+from tests.support.waits import received, turn, until
 
 
 async def recv(sock, timeout=10.0):
     """The next multipart message on a DEALER, polled without blocking the reactor."""
-    deadline = reactor.seconds() + timeout
-    while True:
-        try:
-            return sock.recv_multipart(zmq.NOBLOCK)
-        except zmq.Again:
-            if reactor.seconds() > deadline:
-                raise TimeoutError("nothing received") from None
-            await task.deferLater(reactor, 0.002, lambda: None)
+    return await until(received(lambda: sock.recv_multipart(zmq.NOBLOCK), zmq.Again),
+                       timeout, what="a message")
 
 
 class NoStopReactor:

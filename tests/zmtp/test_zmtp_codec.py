@@ -8,7 +8,6 @@
 4. The greeting and READY of a real libzmq DEALER, captured off a plain TCP socket.
 """
 import socket
-import time
 
 import construct
 import pytest
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 from mqksbridge.protocols.zmtp import codec, schema
 from mqksbridge.protocols.zmtp.codec import (Connection, PeerError, Ping, Ready, Reason,
                                              ZmtpError)
+from tests.support.waits import wait_until
 
 GREETING_HEX = ("ff00000000000000017f" "0301" + "4e554c4c" + "00" * 16 + "00" + "00" * 31)
 
@@ -594,13 +594,16 @@ def _capture(*options):
         conn = Connection("ROUTER")
         peer.sendall(conn.preamble())
         dealer.send_multipart([b"hello", b"", b"world"])
-        captured, messages = b"", []
-        deadline = time.monotonic() + 5
-        while not messages and time.monotonic() < deadline:
+        captured, messages = bytearray(), []
+
+        def read():
             chunk = peer.recv(65536)
             assert chunk, "libzmq closed the connection"
-            captured += chunk
-            messages += conn.receive_data(chunk)
+            captured.extend(chunk)
+            messages.extend(conn.receive_data(chunk))
+            return messages
+        wait_until(read, 5, "the DEALER's message", step=0)
+        captured = bytes(captured)
         peer.close()
         return captured, conn, messages
     finally:
