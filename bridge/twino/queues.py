@@ -17,6 +17,7 @@ from functools import partial
 
 from mqksbridge.bridge.convert import Unrepresentable, dropped
 from mqksbridge.bridge.convert.twino import from_frame, queue_delivery
+from mqksbridge.bridge.settings import POLICIES
 from mqksbridge.core import Consumer
 from mqksbridge.core.channel import numbered, queue_name as core_name
 from mqksbridge.core.permissions import CONSUME, PUBLISH, QUEUE, Denied, check
@@ -31,7 +32,6 @@ from mqksbridge.protocols.twino.names import valid_name
 
 # The core mode of each Twino queue status (index = the server's QueueStatus number).
 STATUS_MODES = (BROADCAST, PUSH_ALL, ROUND_ROBIN, PULL, CACHE, PAUSED, STOPPED)
-POLICIES = ("received", "saved", "sent", "relay")
 # The persistent delivery handler's producer-ack decisions (Twino 3.7's Twino.MQ.Data):
 # None, AfterReceived, AfterSaved, AfterConsumerAckReceived, as our policy words.
 PERSISTENT = "persistent"
