@@ -178,11 +178,14 @@ def test_a_crowd_connecting_at_once_is_held_in_the_backlog(processes):
                     s.setblocking(False)
                     s.connect_ex(("127.0.0.1", broker.ports[door]))
                     socks.append(s)
-                pending, deadline = list(socks), time.monotonic() + 0.5
-                while pending and time.monotonic() < deadline:
+                pending = list(socks)
+
+                def connected():
                     _, writable, _ = select.select([], pending, [], 0.05)
-                    pending = [s for s in pending if s not in writable]
-                assert not pending, f"{door}: {len(pending)} of 300 connects still waiting"
+                    pending[:] = [s for s in pending if s not in writable]
+                    return not pending
+                wait_until(connected, 0.5, f"{door}: the 300 connects", step=0,
+                           detail=lambda: f"{len(pending)} still waiting")
             finally:
                 for s in socks:
                     s.close()
