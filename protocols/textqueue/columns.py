@@ -21,7 +21,7 @@ import re
 from operator import itemgetter, methodcaller
 
 from mqksbridge.protocols.textqueue import record
-from mqksbridge.protocols.textqueue.records import TextQueueError
+from mqksbridge.protocols.textqueue.records import Reason, TextQueueError
 
 #: The fields `decode_columns` knows: the envelope's, with times in milliseconds
 #: (`created_ms`, `expires_ms`, `settled_ms`, `settle_reason`, `settle_door`), `size` (the message's
@@ -48,7 +48,8 @@ def decode_columns(raws, names, base_ms=0) -> dict:
     not decode raise TextQueueError, as there."""
     unknown = [name for name in names if name not in FIELDS]
     if unknown:
-        raise TextQueueError(f"no journal column {unknown[0]!r}; columns are {FIELDS}")
+        raise TextQueueError(Reason.ARGUMENT,
+                             f"no journal column {unknown[0]!r}; columns are {FIELDS}")
     columns = _Columns(raws, base_ms)
     return {name: getattr(columns, name)() for name in names}
 

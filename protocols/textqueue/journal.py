@@ -45,7 +45,7 @@ from mqksbridge.protocols.textqueue.record import (
     control_and_body, control_size, duration, escape, fast_checksum, frames_of, head_of,
     headers_of, integer, is_text, raw_of, settle_of, settle_value, split_eq,
     split_variables, to_ms, unescape, value_of)
-from mqksbridge.protocols.textqueue.records import Record, TextQueueError
+from mqksbridge.protocols.textqueue.records import Reason, Record, TextQueueError
 from mqksbridge.protocols.textqueue.writer import Edit
 
 _TAIL = 7 + 4 + SETTLE_WIDTH + 10      # \r=NNN\n \e=........\n \c=cccccc\n
@@ -114,7 +114,7 @@ def encode_message(message, *, base_ms=0, status="-", retry=0, settled=None,
     `moved`, a (segment, offset) pair, marks a copy that compaction carried forward from
     that place (see `moved_from`)."""
     if status not in STATUSES:
-        raise TextQueueError(f"not a journal status: {status!r}")
+        raise TextQueueError(Reason.ARGUMENT, f"not a journal status: {status!r}")
     fixed = encode_fields(message, base_ms, moved)
     settle = b"" if settled is None else settle_value(settled.reason, settled.at,
                                                        to_ms(message.created_at), settled.door)
@@ -495,7 +495,8 @@ def decode_fields(record, names, base_ms=0) -> tuple:
     try:
         return tuple([_READERS[name](raw, base_ms) for name in names])
     except KeyError as e:
-        raise TextQueueError(f"no journal field {e.args[0]!r}; fields are {FIELDS}") from None
+        raise TextQueueError(Reason.ARGUMENT,
+                             f"no journal field {e.args[0]!r}; fields are {FIELDS}") from None
 
 
 def checksum_state(record) -> str:
@@ -550,7 +551,7 @@ def moved_from(record) -> Optional[tuple]:
         return None
     segment, dot, offset = value.rstrip(b" ").partition(b".")
     if not dot:
-        raise TextQueueError(f"moved is not segment.offset: {value!r}")
+        raise TextQueueError(Reason.FIELD, f"moved is not segment.offset: {value!r}")
     return integer(segment, "moved segment"), integer(offset, "moved offset")
 
 
@@ -590,20 +591,21 @@ def places_of(record: Record) -> Places:
     retry = record.variable("r")
     settle = record.variable("e")
     if retry is None or settle is None:
-        raise TextQueueError(f"record at {record.offset} has no \\r or \\e variable")
+        raise TextQueueError(Reason.FIELD, f"record at {record.offset} has no \\r or \\e variable")
     return Places(record.offset, retry.value_offset, retry.width, settle.value_offset, settle.width)
 
 
 def _fit(offset, width, data):
     if len(data) > width:
-        raise TextQueueError(f"{data!r} does not fit the {width} bytes reserved at {offset}")
+        raise TextQueueError(Reason.FIT,
+                             f"{data!r} does not fit the {width} bytes reserved at {offset}")
     return Edit(offset, data.ljust(width))
 
 
 def status_edit(places: Places, control: str) -> Edit:
     """Flip the record's control character."""
     if control not in STATUSES:
-        raise TextQueueError(f"not a journal status: {control!r}")
+        raise TextQueueError(Reason.ARGUMENT, f"not a journal status: {control!r}")
     return Edit(places.status, control.encode())
 
 
@@ -654,6 +656,6 @@ def settle_edits(places: Places, reason: str, settled_at: float, created_at: flo
     stamps "acked" and gets `=`, dead-lettering, expiry and removal get `!`)."""
     code = CODE_OF.get(reason)
     if code is None:
-        raise TextQueueError(f"unknown settle reason {reason!r}")
+        raise TextQueueError(Reason.ARGUMENT, f"unknown settle reason {reason!r}")
     return [Edit(places.status, code[1].encode()),
             settle_edit(places, reason, settled_at, created_at, door)]

@@ -16,7 +16,7 @@ import zlib
 from operator import methodcaller
 from typing import NamedTuple, Optional
 
-from mqksbridge.protocols.textqueue.records import TextQueueError
+from mqksbridge.protocols.textqueue.records import Reason, TextQueueError
 
 LAYOUT = 1
 RETRY_WIDTH = 3
@@ -115,7 +115,8 @@ def escape(text, extra=b""):
     try:
         data = text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
-        raise TextQueueError(f"{text!r} holds a lone surrogate that stands for no byte") from None
+        raise TextQueueError(Reason.VALUE,
+                             f"{text!r} holds a lone surrogate that stands for no byte") from None
     escaped, pattern = _ESCAPE_SETS[extra]
     if len(data.translate(None, escaped)) == len(data):
         return data
@@ -159,12 +160,13 @@ def settle_value(reason, settled_at, created_ms, door=None):
     """The settle stamp: the reason's code, the door letter, the time since created."""
     code = CODE_OF.get(reason)
     if code is None:
-        raise TextQueueError(f"unknown settle reason {reason!r}")
+        raise TextQueueError(Reason.ARGUMENT, f"unknown settle reason {reason!r}")
     if door is None:
         return code[0].encode() + duration(to_ms(settled_at) - created_ms)
     letter = LETTER_OF.get(door)
     if letter is None:
-        raise TextQueueError(f"unknown door {door!r}; doors are {sorted(LETTER_OF)}")
+        raise TextQueueError(Reason.ARGUMENT,
+                             f"unknown door {door!r}; doors are {sorted(LETTER_OF)}")
     return code[0].encode() + letter + duration(to_ms(settled_at) - created_ms, 6)
 
 
@@ -190,7 +192,7 @@ def integer(value, name):
     try:
         return int(value)
     except ValueError:
-        raise TextQueueError(f"{name} is not an integer: {value!r}") from None
+        raise TextQueueError(Reason.FIELD, f"{name} is not an integer: {value!r}") from None
 
 
 def control_size(raw):
@@ -245,7 +247,7 @@ def frames_of(body, enc, count):
     if enc is None:
         return (body.replace(b"\n ", b"\n") if b"\n" in body else body,)
     if enc != b"base64":
-        raise TextQueueError(f"unknown body encoding {enc!r}")
+        raise TextQueueError(Reason.FIELD, f"unknown body encoding {enc!r}")
     try:
         if count is None:
             return (binascii.a2b_base64(body, strict_mode=True),)
@@ -254,10 +256,10 @@ def frames_of(body, enc, count):
             return ()
         parts = body.split(b" ")
         if len(parts) != count:
-            raise TextQueueError(f"{len(parts)} base64 frames where frames={count}")
+            raise TextQueueError(Reason.FIELD, f"{len(parts)} base64 frames where frames={count}")
         return tuple(binascii.a2b_base64(part, strict_mode=True) for part in parts)
     except binascii.Error as e:
-        raise TextQueueError(f"body is not base64: {e}") from None
+        raise TextQueueError(Reason.FIELD, f"body is not base64: {e}") from None
 
 
 def headers_of(value):
@@ -268,7 +270,7 @@ def headers_of(value):
     for pair in value.split(b"&"):
         key, eq, val = pair.partition(b"=")
         if not eq:
-            raise TextQueueError(f"header without '=': {pair!r}")
+            raise TextQueueError(Reason.FIELD, f"header without '=': {pair!r}")
         headers[unescape(key)] = unescape(val)
     return headers
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from mqksbridge.core import Message
 from mqksbridge.protocols.textqueue import Parser, Record, TextQueueError, journal, scan
 from mqksbridge.protocols.textqueue.journal import Envelope, Settle
+from mqksbridge.protocols.textqueue.records import Reason
 from tests.textqueue.strategies import apply_edits, soup, write_file
 
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data"
@@ -268,8 +269,8 @@ def test_garbage_raises_only_the_codec_error(data):
                      lambda: journal.places_of(record)):
             try:
                 call()
-            except TextQueueError:
-                pass
+            except TextQueueError as exc:
+                assert isinstance(exc.code, Reason) and exc.reason
 
 
 def test_the_worked_example_of_the_spec():
