@@ -19,7 +19,6 @@ holds the two equal, table by table). Each task sends four partials:
 The driver makes pandas frames of them as Spark's `toPandas` does (a column of
 integers with a null becomes float, timestamps naive UTC).
 """
-import datetime
 import time
 
 import numpy as np
