@@ -2,6 +2,7 @@
 against a bare Spark start and a plain single-process decode of the same journal.
 
     python -m bench.pipeline_jobs [--records 1000000] [--rounds 2] [--master local[2]]
+                                  [--journal DIR] [--baseline OTHER/.venv/bin]
 
 One journal segment of `--records` records of realistic traffic is written with the
 project's own writer (tests/pipeline/traffic.py, the journal encoder). Each round runs,
@@ -12,6 +13,13 @@ each in its own process, in turn (so all see the same load on a shared machine):
   unquoted, frames and headers too) and checks every checksum (`journal.checksum_state`);
 - export: `mqksbridge-pipeline export DIR --out OUT --master M --quiet`;
 - report: `mqksbridge-pipeline report DIR --out OUT --master M --quiet`.
+
+`--journal DIR` keeps the journal in DIR (written there when DIR holds none) so that
+later runs read the same file instead of writing it again. `--baseline BIN` runs
+export and report a second time in each round with the `mqksbridge-pipeline` of
+another installation (the `bin` directory of a virtualenv of the code being
+replaced), right after this tree's: the two are compared in the same session, under
+the same load (`export@base`, `report@base` in the results).
 
 The figure of merit is (job - bare) / plain: what a job costs beyond starting Spark,
 against what one plain Python process needs. Best round of each counts; the CPU
@@ -84,17 +92,23 @@ def main():
     parser.add_argument("--dir", default=tempfile.gettempdir())
     parser.add_argument("--only", default="bare,plain,export,report",
                         help="comma-separated steps to run")
+    parser.add_argument("--journal", help="directory the journal is kept in (and read from "
+                        "when it is there already)")
+    parser.add_argument("--baseline", help="the bin directory of another installation: its "
+                        "export and report run too, beside this tree's")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "pipeline-jobs-latest.json"))
     args = parser.parse_args()
 
-    from tests.pipeline import traffic
     work = tempfile.mkdtemp(prefix="pipeline-jobs-", dir=args.dir)
     try:
-        journal_dir = os.path.join(work, "journal", "orders")
-        os.makedirs(journal_dir)
-        segment = os.path.join(journal_dir, "00000001.tq")
-        size = traffic.stream_file(segment, "orders", args.records, seed=1)
-        journals = os.path.join(work, "journal")
+        journals = args.journal or os.path.join(work, "journal")
+        segment = os.path.join(journals, "orders", "00000001.tq")
+        if os.path.exists(segment):
+            size = os.path.getsize(segment)
+        else:
+            from tests.pipeline import traffic
+            os.makedirs(os.path.dirname(segment), exist_ok=True)
+            size = traffic.stream_file(segment, "orders", args.records, seed=1)
         steps = {
             "bare": [sys.executable, "-c", BARE, args.master],
             "plain": [sys.executable, "-c", PLAIN, segment],
@@ -104,6 +118,14 @@ def main():
                        "--master", args.master, "--quiet"],
         }
         wanted = args.only.split(",")
+        if args.baseline:
+            other = os.path.join(args.baseline, "mqksbridge-pipeline")
+            for job in ("export", "report"):
+                if job in steps:
+                    steps[f"{job}@base"] = [other] + steps[job][1:]
+                    steps[f"{job}@base"][steps[job].index("--out") + 1] += "-base"
+                    if job in wanted:
+                        wanted.insert(wanted.index(job) + 1, f"{job}@base")
         rounds = {name: [] for name in wanted}
         cpu = {name: [] for name in wanted}
         loads = [os.getloadavg()[0]]
@@ -112,7 +134,7 @@ def main():
                 elapsed, seconds, last = timed(steps[name], cwd=ROOT)
                 rounds[name].append(elapsed)
                 cpu[name].append(seconds)
-                print(f"round {k + 1} {name:7s} {elapsed:6.1f} s  {seconds:6.1f} CPU s  "
+                print(f"round {k + 1} {name:11s} {elapsed:6.1f} s  {seconds:6.1f} CPU s  "
                       f"{' '.join(last)[:80]}", flush=True)
             loads.append(os.getloadavg()[0])
         best = {name: min(times) for name, times in rounds.items()}
@@ -121,7 +143,7 @@ def main():
                   "best_cpu_s": {name: min(times) for name, times in cpu.items()},
                   "load_average": loads}
         if {"bare", "plain"} <= best.keys():
-            for job in ("export", "report"):
+            for job in ("export", "report", "export@base", "report@base"):
                 if job in best:
                     result[f"{job}_minus_bare_over_plain"] = (best[job] - best["bare"]) / best["plain"]
         print(json.dumps(result, indent=1))

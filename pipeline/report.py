@@ -1,8 +1,10 @@
 """`report`: what flowed through the broker, from its journals, as Parquet tables and
 one HTML page of charts.
 
-The journals are read once (only the columns the report needs) into a cached
-DataFrame; every table is an aggregation of it. Comment records (segment notes,
+The journals are read once (only the columns the report needs), in one Spark job:
+each task aggregates its rows into partial tables that the driver merges
+(pipeline/report_scan.py). `tables` defines every table in Spark SQL, the
+definition the one-scan tables are held equal to. Comment records (segment notes,
 records moved forward by compaction: their copy is counted where it now lives) are
 not messages and are left out. Times are UTC; "as of" is the latest time any record
 mentions (created or settled) unless given, so a report of old archives is not
@@ -25,7 +27,6 @@ import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from mqksbridge.pipeline.progress import progress
@@ -120,27 +121,22 @@ def tables(df, as_of=None):
 
 def run(spark, paths, out_dir, where=None, as_of=None, show_progress=None, html=True):
     """Read `paths`, write every table as Parquet, `out_dir/tables/<name>.parquet`, and
-    the page `out_dir/report.html`; returns {name: pandas DataFrame}, facts. The tables
-    are small (aggregates), so the driver collects each once and writes it with pyarrow
-    (on a cluster, `out_dir` is on the driver's machine)."""
-    # pushFilters: safe here, the first query fills the cache every later one reads
-    df = read(spark, paths, COLUMNS, pushFilters=True)
+    the page `out_dir/report.html`; returns {name: pandas DataFrame}, facts. The journals
+    are read once: each task aggregates its rows and the driver merges the small
+    partial tables (pipeline/report_scan.py), then writes each table with pyarrow (on a
+    cluster, `out_dir` is on the driver's machine)."""
+    from mqksbridge.pipeline import report_scan
+
+    # pushFilters: the status filter is applied in the reader; the one query is all there is
+    df = read(spark, paths, COLUMNS, pushFilters=True).where(F.col("status") != "comment")
     if where:
         df = df.where(where)
-    df = df.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        with progress(spark, "reading journals", show_progress):
-            df.count()
-        result, facts = tables(df, as_of)
-        frames = {}
-        os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)
-        for name in TABLES:
-            with progress(spark, f"table {name}", show_progress):
-                frames[name] = result[name].toPandas()
-            table = pa.Table.from_pandas(frames[name], preserve_index=False)
-            pq.write_table(table, os.path.join(out_dir, "tables", f"{name}.parquet"))
-    finally:
-        df.unpersist()
+    with progress(spark, "reading journals", show_progress):
+        frames, facts = report_scan.tables(df, as_of)
+    os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)
+    for name in TABLES:
+        table = pa.Table.from_pandas(frames[name], preserve_index=False)
+        pq.write_table(table, os.path.join(out_dir, "tables", f"{name}.parquet"))
     if html:
         from mqksbridge.pipeline.report_html import write_page
         write_page(os.path.join(out_dir, "report.html"), frames, facts, paths,

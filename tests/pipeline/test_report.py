@@ -9,7 +9,8 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from mqksbridge.pipeline import report
+from mqksbridge.pipeline import report, report_scan
+from mqksbridge.pipeline.session import read
 from tests.pipeline import plain, traffic
 
 UTC = datetime.timezone.utc
@@ -144,3 +145,41 @@ def test_a_where_clause_narrows_the_report(spark, journals, tmp_path):
     want = [r for r in _messages(journals) if r.queue == "img" and r.envelope.origin == "twino"]
     assert list(frames["queues"]["queue"]) == ["img"]
     assert int(frames["queues"]["messages"][0]) == len(want) > 0
+
+
+def _spark_sql(spark, paths, where, as_of):
+    """The tables by their Spark SQL definition, `report.tables`, as pandas frames."""
+    df = read(spark, paths, report.COLUMNS)
+    if where:
+        df = df.where(where)
+    result, facts = report.tables(df, as_of)
+    return {name: result[name].toPandas() for name in report.TABLES}, facts
+
+
+def _rows(frame):
+    frame = frame.astype(object).where(frame.notna(), None)
+    return sorted(frame.itertuples(index=False, name=None), key=repr)
+
+
+@pytest.mark.parametrize("where, as_of", [
+    (None, None),
+    ("queue = 'img' or queue is null", datetime.datetime(2024, 6, 14, 1, 2, 3, 456789, UTC)),
+    ("subject = 'no such subject'", None),
+])
+def test_the_one_scan_tables_equal_their_spark_sql_definition(spark, journals, tmp_path, where, as_of):
+    """report.run's tables (report_scan: one scan, partials merged on the driver) are
+    the Spark SQL definition's, value for value and type for type; with a file that is
+    no journal (no queue), a where clause, a given as-of time, and nothing at all."""
+    segment = sorted(p for p in journals.rglob("*.tq"))[0]
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "in.tq").write_bytes(segment.read_bytes().split(b"\n", 1)[1])    # no header
+    paths = [str(journals), str(inbox)]
+    want, want_facts = _spark_sql(spark, paths, where, as_of)
+    df = read(spark, paths, report.COLUMNS, pushFilters=True)
+    got, facts = report_scan.tables(df.where(where) if where else df, as_of)
+    assert facts == want_facts
+    for name in report.TABLES:
+        assert list(got[name].columns) == list(want[name].columns), name
+        assert list(got[name].dtypes) == list(want[name].dtypes), name
+        assert _rows(got[name]) == _rows(want[name]), name
