@@ -224,7 +224,7 @@ def build(config, reactor=None, clock=None):
     top.doors, top.scheduler, top.broker, top.security = doors, scheduler, broker, security
     top.durability = durability
     top.spill = spill
-    durability.recover(doors["twino"].queues)   # before any listener accepts
+    durability.recover()    # before any listener accepts
     top.admin, services = admin_endpoint.build(config, broker, doors, listeners, reactor,
                                                clock, security=security)
     listeners["admin"] = [svc for svc in services if hasattr(svc, "ready")]

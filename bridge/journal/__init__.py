@@ -120,12 +120,12 @@ class Durability:
         return None if journal is None else journal.bytes
 
     # -- start ------------------------------------------------------------------------------
-    def recover(self, twino=None):
-        """Rebuild every durable queue (before the doors listen): the definitions first
-        (bridge.journal.definitions; `twino` is the Twino door's queue registry, for
-        queues with a Twino side), then the messages of every journal, into the queue of
-        its name (a plain one when no definition names it). Returns {name: messages}."""
-        self.definitions.restore(twino)
+    def recover(self):
+        """Rebuild every durable queue (before the doors listen), through the core alone:
+        the definitions first (bridge.journal.definitions: each door reads its own
+        arguments from them), then the messages of every journal, into the queue of its
+        name (a plain one when no definition names it). Returns {name: messages}."""
+        self.definitions.restore()
         collecting = gc.isenabled()
         gc.disable()            # a million new long-lived objects: no collection in between
         try:
