@@ -161,7 +161,7 @@ class Durability:
                                     dead_letter=name + self.suffix)
                 queue.attach_journal(journal)
             queue.restore(entries)
-            self._settle_in(journal, recovered)
+            journal.settle_in(recovered)
             counts[name] = len(entries)
             log.info("journal: queue {name!r} recovered with {n} messages from {s} segments",
                      name=name, n=len(entries), s=len(recovered.segments))
@@ -183,39 +183,18 @@ class Durability:
             if mailbox.journal is None:
                 mailbox.attach_journal(journal)
             mailbox.recovered(entries)
-            self._settle_in(journal, recovered)
+            journal.settle_in(recovered)
             log.info("journal: mailbox {name!r} recovered with {n} messages", name=name,
                      n=len(entries))
 
     def _reopen(self, store, recovered, policy):
         """The journal of a recovered directory, and its live entries in order."""
         journal = store.journal(recovered.name, policy)
-        journal.directory = recovered.directory
-        journal.segments = list(recovered.segments)
-        journal.next_number = recovered.next_number
-        journal.bytes = sum(s.end for s in recovered.segments)
-        for segment in recovered.segments:
-            segment.open(self.writer.files)
-        for segment, offset, size in recovered.superseded:
-            self.writer.edit(segment, offset, b"#")
+        journal.reopen(recovered)
         return journal, recovered.entries
 
-    def _settle_in(self, journal, recovered):
-        """After recovery: records typed without room for edits get it; segments with
-        nothing live retire."""
-        for entry in recovered.unplaced:
-            if entry.record is not None:
-                journal.adopt(entry)
-        for segment in list(journal.segments):
-            if segment.live == 0:
-                journal._retire(segment)
-
     def _retire_all(self, name, recovered, store):
-        journal = store.journal(name, self.policies.get(name, self.policy))
-        journal.segments = list(recovered.segments)
-        for segment in recovered.segments:
-            segment.open(self.writer.files)
-            journal._retire(segment)
+        store.journal(name, self.policies.get(name, self.policy)).retire_all(recovered)
         del store.journals[name]
 
 
