@@ -17,7 +17,7 @@ a person to read:
 Restoring needs no door: the core makes each channel and queue from the data, a queue's
 door arguments are kept in `queue.attrs["arguments"]` (and saved again as they are), and
 each door reads its own when it first sees the queue, as a broker persists queue
-arguments that its protocol adapters interpret (docs/architecture/engine.md). A door's
+arguments that its protocol adapters interpret (docs/engine.md). A door's
 entry in `queue.attrs` that has an `arguments()` method is saved under the door's name;
 a channel's door entries are plain dicts, saved as they are. Version 1 files (a
 `twino` section per queue) are read too.
