@@ -23,9 +23,8 @@ from mqksbridge.bridge.listeners import LIMIT, DoorFactory, ListenerService
 from mqksbridge.bridge.logs import Repeats, door_repeats
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
-from mqksbridge.core import Client, Consumer, Denied
-from mqksbridge.core.cache import bounded
-from mqksbridge.core.permissions import BROKER, MANAGE, QUEUE, check
+from mqksbridge.bridge.engine import (
+    BROKER, MANAGE, QUEUE, Client, Consumer, Denied, bounded, check)
 from mqksbridge.protocols.mqks.errors import MqksProtocolError
 from mqksbridge.protocols.mqks.framing import LineFramer, LineTooLong
 from mqksbridge.protocols.mqks.masks import apply_rebind
@@ -229,7 +228,7 @@ class MqksDoor:
         if confirm:
             conn.write(ok(cid))
         self.consumers[cid] = consumer
-        self.broker.add_consumer(queue, consumer)
+        self.broker.consume(queue, consumer)
 
     def rebind(self, conn, req_id, data, confirm):
         queue_raw, replace, remove, masks, add = parse_rebind(data)
@@ -288,7 +287,7 @@ class MqksDoor:
         del self.consumers[cid]
         if confirm:
             conn.write(ok(req_id))
-        self.broker.remove_consumer(consumer)
+        self.broker.cancel(consumer)
 
     def delete_queue(self, conn, req_id, queue_raw, confirm):
         name = to_name(queue_raw)

@@ -26,8 +26,7 @@ from mqksbridge.bridge.twino.events import TwinoEvents
 from mqksbridge.bridge.twino.ops import TwinoOperations
 from mqksbridge.bridge.twino.queues import TwinoQueues
 from mqksbridge.bridge.twino.routers import TwinoRouters
-from mqksbridge.core import Client
-from mqksbridge.core.permissions import CONSUME, MAILBOX, Denied
+from mqksbridge.bridge.engine import CONSUME, MAILBOX, Client, Denied
 from mqksbridge.protocols.twino.codec import (
     PING_BYTES, PONG_BYTES, PROTOCOL, QUEUE_MESSAGE, Frame, MessageType, ResultCode,
     TwinoProtocolError, encode, new_id, refused, server_ack,

@@ -17,10 +17,9 @@ from functools import partial
 
 from mqksbridge.bridge.convert import Unrepresentable, dropped
 from mqksbridge.bridge.convert.twino import from_frame, queue_delivery
-from mqksbridge.core import Consumer
-from mqksbridge.core.channel import numbered, queue_name as core_name
-from mqksbridge.core.permissions import CONSUME, PUBLISH, QUEUE, Denied, check
-from mqksbridge.core.queue import BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED
+from mqksbridge.bridge.engine import (
+    BROADCAST, CACHE, CONSUME, PAUSED, PUBLISH, PULL, PUSH_ALL, QUEUE, ROUND_ROBIN, STOPPED,
+    Consumer, Denied, check, numbered, queue_name as core_name)
 from mqksbridge.protocols.twino.codec import (
     QUEUE_MESSAGE, Frame, Header, MessageType, NackReason, NoContent, ResultCode,
     TwinoProtocolError, encode, new_id, pull_answer, pull_status, reflag, server_ack,

@@ -14,7 +14,7 @@ import json
 from mqksbridge.bridge.convert.twino import from_frame
 from mqksbridge.bridge.twino.direct import DIRECT
 from mqksbridge.bridge.twino.queues import core_name
-from mqksbridge.core.stream import DISTRIBUTE, ONLY_FIRST, ROUND_ROBIN
+from mqksbridge.bridge.engine import DISTRIBUTE, ONLY_FIRST, ROUND_ROBIN
 from mqksbridge.protocols.twino.codec import Frame, Header, MessageType, NackReason, ResultCode, encode, \
     new_id, response, server_ack
 from mqksbridge.protocols.twino.models import (
