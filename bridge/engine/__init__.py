@@ -13,22 +13,22 @@ engine runs.
 """
 from mqksbridge.bridge.engine.interface import IEngine
 from mqksbridge.bridge.engine.embedded import EmbeddedEngine
-from mqksbridge.core import Client, Consumer, Entry, Message, QueueError
+from mqksbridge.core import Client, Consumer, Message
 from mqksbridge.core.cache import bounded
 from mqksbridge.core.channel import numbered, queue_name
 from mqksbridge.core.mailbox import DROPPED
 from mqksbridge.core.permissions import (
     BROKER, CONSUME, MAILBOX, MANAGE, PUBLISH, QUEUE, STREAM, Denied, Taken, check)
 from mqksbridge.core.queue import (
-    BROADCAST, CACHE, MODES, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED)
+    BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED)
 from mqksbridge.core.stream import DISTRIBUTE, ONLY_FIRST
 
 __all__ = [
     "IEngine", "EmbeddedEngine",
-    "Client", "Consumer", "Entry", "Message", "QueueError", "bounded", "numbered",
+    "Client", "Consumer", "Message", "bounded", "numbered",
     "queue_name", "DROPPED",
     "BROKER", "CONSUME", "MAILBOX", "MANAGE", "PUBLISH", "QUEUE", "STREAM", "Denied", "Taken",
     "check",
-    "BROADCAST", "CACHE", "MODES", "PAUSED", "PULL", "PUSH_ALL", "ROUND_ROBIN", "STOPPED",
+    "BROADCAST", "CACHE", "PAUSED", "PULL", "PUSH_ALL", "ROUND_ROBIN", "STOPPED",
     "DISTRIBUTE", "ONLY_FIRST",
 ]
