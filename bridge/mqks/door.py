@@ -16,6 +16,8 @@ from zope.interface import implementer
 
 from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.convert import mqks as convert
+from mqksbridge.bridge.engine import (
+    BROKER, MANAGE, QUEUE, Client, Consumer, Denied, bounded, check)
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.names import to_name, to_wire
@@ -23,8 +25,6 @@ from mqksbridge.bridge.listeners import LIMIT, DoorFactory, ListenerService
 from mqksbridge.bridge.logs import Repeats, door_repeats
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
-from mqksbridge.bridge.engine import (
-    BROKER, MANAGE, QUEUE, Client, Consumer, Denied, bounded, check)
 from mqksbridge.protocols.mqks.errors import MqksProtocolError
 from mqksbridge.protocols.mqks.framing import LineFramer, LineTooLong
 from mqksbridge.protocols.mqks.masks import apply_rebind

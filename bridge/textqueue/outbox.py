@@ -27,8 +27,8 @@ from operator import itemgetter
 from twisted.logger import Logger
 
 from mqksbridge.bridge.convert import textqueue as convert
-from mqksbridge.bridge.textqueue import files, targets
 from mqksbridge.bridge.engine import Client, Consumer
+from mqksbridge.bridge.textqueue import files, targets
 from mqksbridge.protocols.textqueue import (
     DEFAULT_MAX_RECORD, journal, record_start, scan)
 
