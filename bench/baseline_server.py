@@ -1,7 +1,7 @@
 """The same-session baseline: what a straightforward port of MQKS to Twisted looks like.
 
 LineReceiver framing, one transport.write per delivery, a dict of bound queues and a
-round-robin list, no batching and no backpressure: the design the issue asks us to beat.
+round-robin list, no batching and no backpressure: the design the broker's batching must beat.
 It serves only what the benchmark sends (consume, publish, ack, ping).
 """
 from collections import defaultdict, deque

@@ -1,5 +1,5 @@
 """Durable queues: confirmed publish -> consume through the MQKS door, against the
-in-memory path measured in the same session (issue 13's performance section).
+in-memory path measured in the same session (what durability costs per message).
 
     python -m bench.durability_bench [--n 200000] [--rounds 3] [--publishers 4]
                                      [--base-ref REF] [--against TREE] [--modes LIST]

@@ -179,7 +179,7 @@ def clients(endpoint, service, m, n, size):
 
 class _ZmqDealer:
     """A pyzmq DEALER with ZmtpDealer's send/recv: libzmq's I/O thread on the way, as a
-    libmlm client has (the clients of the issue's measurements)."""
+    libmlm client has (the clients the Malamute figures in docs/ were measured with)."""
 
     def __init__(self, context, endpoint, address):
         import zmq

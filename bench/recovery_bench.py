@@ -1,6 +1,6 @@
 """Recovery of a large journal: seconds from starting a real `twistd -n mqksbridge` on a
-data directory holding N messages until its MQKS door accepts a connection (issue 13:
-1M messages in at most 10 s).
+data directory holding N messages until its MQKS door accepts a connection (the
+target: 1M messages in at most 10 s).
 
     python -m bench.recovery_bench [--n 1000000] [--rounds 3] [--other NAME=TWISTD ...]
                                    [--scratch DIR] [--journal DATA_DIR]

@@ -1,4 +1,4 @@
-"""Soak: every door under mixed load and hostile clients, for minutes (issue 12 item 7).
+"""Soak: every door under mixed load and hostile clients, for minutes (docs/limits.md).
 
     python -m bench.soak [--duration 600] [--baseline 60] [--idle 5000] [--out bench/results]
 

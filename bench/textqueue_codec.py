@@ -1,5 +1,5 @@
 """TextQueue codec benchmark: records/s of each reader, the journal encoder and decoder,
-and journal bytes per message against issue 13's size budget.
+and journal bytes per message against the budget of 1.5 x body + 100.
 
     python -m bench.textqueue_codec [--records 1000000] [--rounds 3]
 

@@ -28,14 +28,15 @@ def quiet_cannot_listen(kind, value, traceback, default=sys.excepthook):
 
 
 BACKLOG = 1024     # pending connections per listener (libzmq listens with 100)
-_STREAM_KINDS = ("tcp", "tcp6", "ssl", "unix")   # endpoint types that take backlog=
+PORT_KINDS = ("tcp", "tcp6", "ssl", "mtls")     # endpoint types whose first argument is a port
+STREAM_KINDS = PORT_KINDS + ("unix",)           # endpoint types that take backlog=
 
 
 def with_backlog(description):
     """The endpoint string with `backlog=BACKLOG` added when it is a stream listener
     that does not set one."""
     kind = description.split(":", 1)[0].strip().lower()
-    if kind in _STREAM_KINDS and "backlog=" not in description:
+    if kind in STREAM_KINDS and "backlog=" not in description:
         return f"{description}:backlog={BACKLOG}"
     return description
 

@@ -3,9 +3,9 @@ the admin endpoint), stopped in order by bridge.shutdown.BridgeService.
 
 Each door module exposes `build(config, broker, scheduler, reactor, clock) -> (door,
 services)`, where `broker` is the engine (bridge.engine.IEngine; today the embedded one,
-the core in this process); adding a door means adding it to DOORS, a section to
-config.DEFAULTS and a flag here. `reactor` is for I/O (listeners, the per-turn flush),
-`clock` for time.
+the core in this process); adding a door means adding it to DOORS, its keys to
+bridge.settings.TABLE and a flag here. `reactor` is for I/O (listeners, the per-turn
+flush), `clock` for time.
 """
 import difflib
 import gc

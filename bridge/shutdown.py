@@ -7,7 +7,7 @@ On stopService (twistd: SIGTERM or SIGINT), within `timeout` seconds in all:
 3. listeners stop: no new connections (the admin endpoint too). Steps 1 to 3 run in one
    reactor turn, so no connection is accepted between them;
 4. the other services stop, and their stopService Deferreds are waited for: this is the
-   hook for work that must finish first (a journal's pending fsyncs, issue 13);
+   hook for work that must finish first (a journal's pending fsyncs);
 5. outboxes are flushed again (confirms those fsyncs released), then each connection
    gets its door's goodbye (a Twino Terminate frame; MQKS and Malamute have none: their
    pending output is written and the socket closed) and we wait until they are closed.

@@ -9,7 +9,7 @@ client id): a live owner keeps it against a client of another door, and once use
 configured against another user (claim). Within one door a new owner takes it over, as
 Malamute's reconnecting clients need.
 
-A mailbox with a journal (attach_journal, core.journal) is durable: every message sent to
+A mailbox with a journal (attach_journal, core.storage) is durable: every message sent to
 it is put in the journal (its Entry kept beside it in `entries`, in step with `stored`)
 and settled once handed to the owner ('acked', with the owner's door: mail has no
 acknowledgement of its own, so the hand-over is the settlement), expired ('expired') or
@@ -32,7 +32,7 @@ class Mailbox:
         self.stored = deque()
         self.bytes = 0
         self.delivered = self.dropped = self.expired = 0
-        self.journal = None         # core.journal: set once the mailbox is durable
+        self.journal = None         # core.storage: set once the mailbox is durable
         self.entries = deque()      # with a journal: the Entry of each stored message
         self._handing = None        # the Entry being handed over (restore keeps it)
 

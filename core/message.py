@@ -51,7 +51,7 @@ class Entry:
     'ack', 'nack', 'dropped' (producer acks across doors); `receipt` is what the consumer
     sent to settle it, in its door's terms (a Twino ack frame), or None. The first event
     other than 'sent' is the verdict: the observer is let go then and hears nothing more.
-    `record` is the entry's place in its queue's journal while it has one (core.journal).
+    `record` is the entry's place in its queue's journal while it has one (core.storage).
     """
 
     __slots__ = ("message", "retry", "observer", "deliveries", "shared", "record")
@@ -62,7 +62,7 @@ class Entry:
         self.observer = observer
         self.deliveries = 0           # how many consumers got it (first receiver sees 1)
         self.shared = False
-        self.record = None            # its place in the queue's journal (core.journal)
+        self.record = None            # its place in the queue's journal (core.storage)
 
     def notify(self, event, consumer=None, reason=None, receipt=None):
         """Tell the observer: 'sent' as often as it happens, then one verdict."""

@@ -115,6 +115,29 @@ def test_wheel_ships_the_dashboard_and_the_console_script(wheel, wheel_names):
     assert "mqksbridge = mqksbridge.bridge.cli:main" in text
 
 
+def test_the_broker_never_imports_the_test_extra():
+    """The test extra (construct for the protocols' schemas, the test tools) is not
+    installed with the broker: every module of core, protocols and bridge but the
+    schemas, and the twistd drop-in, import without it."""
+    probe = (
+        "import importlib, pkgutil, sys\n"
+        "import mqksbridge.bridge, mqksbridge.core, mqksbridge.protocols\n"
+        "from twisted.plugins import mqksbridge_plugin\n"
+        "count = 0\n"
+        "for pkg in (mqksbridge.core, mqksbridge.protocols, mqksbridge.bridge):\n"
+        "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
+        "        if not m.name.endswith('.schema'):\n"
+        "            importlib.import_module(m.name)\n"
+        "            count += 1\n"
+        "extra = {'construct', 'hypothesis', 'pytest', 'selenium', 'jsonschema', 'textqueue'}\n"
+        "print(count, sorted({m.split('.')[0] for m in sys.modules} & extra))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    count, imported = out.stdout.split(" ", 1)
+    assert int(count) > 50 and imported.strip() == "[]", out.stdout
+
+
 def test_the_wheel_in_a_fresh_venv_runs_twistd_mqksbridge(wheel, tmp_path):
     """Installed from the wheel (dependencies from the package index): the drop-in is
     found, and only `mqksbridge` is importable, not the repository's directory names."""

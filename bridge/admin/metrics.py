@@ -7,7 +7,7 @@ histograms are observed as things happen:
 - `mqksbridge_publish_to_deliver_seconds`: one queue delivery in 256 per connection whose
   message carries its arrival time (bridge.traffic; the Twino door stamps every push, MQKS
   and Malamute publishes are not stamped today and are not observed);
-- `mqksbridge_fsync_seconds`: the hook for durable journals (issue 13). The journal calls
+- `mqksbridge_fsync_seconds`: the hook for durable queues' journals. The journal calls
   `metrics.fsync.observe(seconds)` from its worker thread after each fsync
   (prometheus_client metrics are thread-safe).
 

@@ -1,4 +1,4 @@
-"""One durable queue's journal: the core's journal interface (core.journal) on segment files.
+"""One durable queue's journal: the core's journal interface (core.storage) on segment files.
 
 A message put on the queue (`put`) is staged; when the writer starts the next batch, the
 journal encodes every staged record in one call (`encode`) and appends them: what was

@@ -20,6 +20,7 @@ from mqksbridge.bridge.convert.twino import from_frame, queue_delivery
 from mqksbridge.bridge.engine import (
     BROADCAST, CACHE, CONSUME, PAUSED, PUBLISH, PULL, PUSH_ALL, QUEUE, ROUND_ROBIN, STOPPED,
     Consumer, Denied, check, numbered, queue_name as core_name)
+from mqksbridge.bridge.settings import POLICIES
 from mqksbridge.protocols.twino.codec import (
     QUEUE_MESSAGE, Frame, Header, MessageType, NackReason, NoContent, ResultCode,
     TwinoProtocolError, encode, new_id, pull_answer, pull_status, reflag, server_ack,
@@ -30,7 +31,6 @@ from mqksbridge.protocols.twino.names import valid_name
 
 # The core mode of each Twino queue status (index = the server's QueueStatus number).
 STATUS_MODES = (BROADCAST, PUSH_ALL, ROUND_ROBIN, PULL, CACHE, PAUSED, STOPPED)
-POLICIES = ("received", "saved", "sent", "relay")
 # The persistent delivery handler's producer-ack decisions (Twino 3.7's Twino.MQ.Data):
 # None, AfterReceived, AfterSaved, AfterConsumerAckReceived, as our policy words.
 PERSISTENT = "persistent"

@@ -1,7 +1,7 @@
 """The Malamute header frame described declaratively with ``construct``.
 
-This is the executable spec of the wire format and the cold-path parser; the
-property tests use it as the oracle for the hand-written codec.  Content frames
+This is the executable spec of the wire format; the property tests use it as the
+oracle for the hand-written codec, and the broker never imports it (test extra).  Content frames
 are not part of the header: ``parse`` and ``build`` handle them around it.
 """
 

@@ -18,7 +18,7 @@ Optional variables sit between \\t and \\r: ttl, priority, tracker, headers, enc
 frames. Variables hold ASCII only (percent-encoded UTF-8). specs/textqueue.md defines
 every variable, the checksum and the edits; this module is its one implementation.
 
-Names and widths are chosen for the size budget of issue 13: a typical message
+Names and widths are chosen for a size budget of 1.5 x body + 100 bytes: a typical message
 (20-byte body, 16-char id, 10-char subject, 25-char sender) costs 127 bytes.
 Decoding works on a record's raw bytes (a `Record` or the `raws` of a `Scan`), so the
 pipeline can decode just the columns it needs (`decode_fields`) without parsing the

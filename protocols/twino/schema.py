@@ -1,7 +1,8 @@
-"""TMQP/2.0 frame as a `construct` schema: the executable spec and the cold-path parser.
+"""TMQP/2.0 frame as a `construct` schema: the executable spec the codec is tested against.
 
 It is written independently of the `struct` codec in codec.py so the property tests can use
-it as an oracle; `parse_frame` / `build_frame` convert to and from the shared `Frame`.
+it as an oracle; `parse_frame` / `build_frame` convert to and from the shared `Frame`. The
+broker never imports it (`construct` is in the test extra).
 """
 from __future__ import annotations
 

@@ -152,7 +152,7 @@ async def test_latency_histogram_samples_one_delivery_in_256(server):
     assert samples["mqksbridge_publish_to_deliver_seconds_count"] == 2
     assert 0 <= samples["mqksbridge_publish_to_deliver_seconds_sum"] < 10
     histogram = server.top.admin.metrics.fsync
-    histogram.observe(0.002)                  # the journal's hook (issue 13)
+    histogram.observe(0.002)                  # the hook the journal calls after each fsync
     raw = (await deferToThread(fetch, server.port("admin"), "/metrics"))[2].decode()
     assert "mqksbridge_fsync_seconds_count 1.0" in raw
 

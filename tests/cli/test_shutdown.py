@@ -215,7 +215,7 @@ def test_sigterm_under_load_exits_0_with_goodbyes(tmp_path, durable):
 # its fsyncs will be) must find the doors no longer reading, and goodbyes must wait for it.
 
 class SlowStop(service.Service):
-    """stopService takes its time (a journal's pending fsyncs, issue 13): until the test
+    """stopService takes its time (as a journal's pending fsyncs do): until the test
     fires `done`."""
 
     def __init__(self):

@@ -540,7 +540,7 @@ def test_disconnect_completes_when_a_step_raises(broker):
 
 def test_disconnect_detaches_the_mailbox_when_a_stream_raises(broker):
     """Every step of a teardown runs: a stream that fails to drop a reader (a bug) does not
-    keep the client's mailbox attached to a dead connection (issue 12 item 5)."""
+    keep the client's mailbox attached to a dead connection (losing what is sent to it)."""
     gone = Client("gone", "test")
     broker.connect(gone)
     s = broker.stream("s")

@@ -1,4 +1,4 @@
-"""Issue 12 item 5: `--delete-queue-when-unused=nan` (or -1, -inf) was taken; the timer it
+"""`--delete-queue-when-unused=nan` (or -1, -inf) was once taken; the timer it
 asked for raised inside the connection's teardown, another of the client's consumers stayed
 attached to the dead connection and half the messages published to its queue were lost.
 Now a numeric argument that is not finite and in range gets the door's error reply (MQKS

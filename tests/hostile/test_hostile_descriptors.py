@@ -1,5 +1,5 @@
-"""Issue 12 item 3, over real sockets against a real `twistd` in a subprocess: file
-descriptors and connection counts. 1,100 idle MQKS sockets under the usual soft limit of
+"""File descriptors and connection counts, over real sockets against a real `twistd` in a
+subprocess. Unguarded, 1,100 idle MQKS sockets under the usual soft limit of
 1,024 took every door off the air (Twisted accepted and closed each new connection, four
 log lines apiece, at every connect), MQKS and Twino listened with Twisted's backlog of 50.
 """

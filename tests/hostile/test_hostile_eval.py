@@ -1,5 +1,5 @@
-"""Issue 12 item 2 (_eval): an expression that builds a 3.4 GB string (12 s of a frozen
-broker before) gets an error reply at once, and another client is served meanwhile."""
+"""An MQKS `_eval` that builds a 3.4 GB string (12 s of a frozen broker, unbounded) gets
+an error reply at once, and another client is served meanwhile."""
 import time
 
 import pytest

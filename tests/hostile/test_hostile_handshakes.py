@@ -1,4 +1,4 @@
-"""Issue 12 item 3: connections that never finish their handshake are closed after
+"""Connections that never finish their handshake are closed after
 `handshake_timeout`, and an expired Malamute session closes its TCP connection. Real
 loopback sockets into the broker of the test reactor, whose time is a task.Clock: the
 timeouts move only when the test advances it (one periodic sweep per door, no timer per

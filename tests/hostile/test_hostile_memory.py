@@ -1,5 +1,5 @@
-"""Issue 12 item 2: the global memory watermark. Before, a queue nobody consumed grew without
-bound (1M MQKS messages: 674 MB). Now, once the broker's resident memory passes
+"""The global memory watermark. Without it, a queue nobody consumed grew without bound
+(1M MQKS messages: 674 MB). Once the broker's resident memory passes
 `broker.memory_watermark`, every connection that published is not read any more (the
 admin API shows `memory` in its `input_held`, `_eval` and the overview the alarm), while a
 connection that only consumes is read on; when memory falls back the publisher is read

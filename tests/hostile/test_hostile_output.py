@@ -1,10 +1,11 @@
-"""Issue 12 item 2: a client that asks for output and never reads it. Before, the broker kept
-reading such a client: 3,000 MQKS `_eval`s made 2.99 GB of replies, and a client sending
+"""A client that asks for output and never reads it. Unguarded, the broker kept reading
+such a client: 3,000 MQKS `_eval`s made 2.99 GB of replies, and a client sending
 to its own Twino or Malamute address filled its mailbox without end. Now a connection whose
 unread output passes its door's high-water mark is not read any further (`input_held`
 shows `output` in the admin API) and the broker's memory stays put while others are served.
 
-Each attacker sends about 300 MB worth of requests (scaled down from the issue's 3 GB).
+Each attacker sends about 300 MB worth of requests (scaled down from the
+3 GB that once got through).
 """
 import pytest
 

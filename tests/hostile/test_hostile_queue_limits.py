@@ -1,5 +1,5 @@
-"""Issue 12 item 2: a consumer that never reads let a queue grow without limit (1M MQKS
-messages: 674 MB). Now queues have length and byte limits by name, with an overflow policy:
+"""A consumer that never reads must not let a queue grow without limit (1M MQKS messages:
+674 MB, unbounded). Queues have length and byte limits by name, with an overflow policy:
 here a queue keeps its newest 1,000 messages and moves the older ones to a dead-letter
 queue that keeps 2,000 and drops the oldest past that."""
 import pytest

@@ -1,5 +1,5 @@
-"""Issue 12 item 2: a full queue with the overflow policy `reject` told only Twino (482) and
-TextQueue (`!`) publishers. Now an MQKS publish with --confirm gets the door's error line in
+"""A full queue with the overflow policy `reject` must tell every publisher, not only Twino
+(482) and TextQueue (`!`) ones. An MQKS publish with --confirm gets the door's error line in
 place of the `ok` (which says every copy is queued), and every publisher the full queue
 refuses, among them those whose protocol has no negative answer (an MQKS publish without
 --confirm, a Malamute STREAM-SEND), is not read while the queue is full: flow control

@@ -1,4 +1,4 @@
-"""Issue 12 item 4: per-client subscription limits, O(1) registration, and a publish whose
+"""Per-client subscription limits, O(1) registration, and a publish whose
 cost does not grow with identical or literal patterns."""
 import time
 

@@ -1,5 +1,5 @@
-"""Issue 12 item 2, Twino. Before, a client that had sent no hello could make the broker
-buffer a partial frame of up to max_frame_size (a 60 MB one was held before any check), and
+"""Twino buffers. Unguarded, a client that had sent no hello could make the broker buffer
+a partial frame of up to max_frame_size (a 60 MB one was held before any check), and
 partial frames of connections that had gone stayed resident: the connection and its client
 refer to each other and the raised GC thresholds make full collections rare. Now a stranger
 is closed once it sent `twino.max_hello` bytes without a complete hello, and a connection

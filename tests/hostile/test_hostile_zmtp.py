@@ -1,5 +1,5 @@
-"""Issue 12 item 2: ZMTP messages made of empty or tiny MORE frames. Before, their frames
-did not count toward the message size: empty frames (2 bytes each on the wire) grew the
+"""ZMTP messages made of empty or tiny MORE frames. Unguarded, their frames did not count
+toward the message size: empty frames (2 bytes each on the wire) grew the
 broker from 38 MB to 853 MB and were never refused. Now each frame counts its body plus
 FRAME_COST and a message has at most `malamute.max_frames` frames: the sender is refused
 (its connection closed) after a few KB, and the broker does not grow."""

@@ -1,5 +1,5 @@
 """Dead letters end to end: a TextQueue outbox worker marks a message `!` until the
-queue's max_deliveries is reached (issue 14 left this to durable queues), the message is
+queue's max_deliveries is reached (only durable queues count deliveries), the message is
 settled `!` with its reason and the door of that last reject in the queue's journal, and
 lands in `<queue>.dlq`, durable too, where a consumer of any door takes it; each door's
 ack is stamped in the dead-letter queue's journal."""

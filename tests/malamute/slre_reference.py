@@ -1,4 +1,4 @@
-"""The zrex matcher as it was before issue 12: SLRE's matching rules, memoised per
+"""The zrex matcher as it was before it became linear: SLRE's matching rules, memoised per
 (block, item, offset). Polynomial (a loop re-walks its tail from every offset), so it
 only serves the tests as an oracle on small inputs, where it finishes quickly."""
 from mqksbridge.protocols.malamute import zrex

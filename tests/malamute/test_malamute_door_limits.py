@@ -1,4 +1,4 @@
-"""Per-session subscription limits (issue 12 item 4): malamute.max_subscriptions stream
+"""Per-session subscription limits: malamute.max_subscriptions stream
 reads and service offers, malamute.max_pattern bytes a pattern; past either ERROR 300
 (mlm_client stops; 500 would make it replay the same subscriptions for ever) and the
 session ends, so its next command finds no session."""

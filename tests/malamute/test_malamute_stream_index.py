@@ -1,5 +1,5 @@
 """Stream readers grouped by pattern and indexed by literal text (core.stream) deliver
-exactly what one search per reader, in registration order, delivered before issue 12."""
+exactly what one search per reader, in registration order, delivers."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

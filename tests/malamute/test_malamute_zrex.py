@@ -255,7 +255,7 @@ GROUPED = st.tuples(SIMPLE, WORDS, SIMPLE, st.booleans()).map(
 @settings(max_examples=500, deadline=None)
 @given(st.one_of(SIMPLE, ALTERNATIVES, GROUPED), SUBJECTS)
 def test_fast_engines_equal_the_old_slre_matcher(pattern, subject):
-    """Literal, regex, DFA and alternatives against the pre-issue-12 matcher."""
+    """Literal, regex, DFA and alternatives against the old backtracking SLRE matcher."""
     assert zrex.compile(pattern).search(subject) is slre_reference.search(pattern, subject)
 
 
@@ -310,7 +310,7 @@ def typical_cases(draw):
 @settings(max_examples=400, deadline=None)
 @given(typical_cases())
 def test_typical_patterns_equal_the_old_slre_matcher(case):
-    """Every engine against the pre-issue-12 matcher, on subjects likely to match, given
+    """Every engine against the old SLRE matcher, on subjects likely to match, given
     as str (ASCII: the fast path; non-ASCII or with a NUL: converted) and as bytes."""
     pattern, subject = case
     compiled = zrex.compile(pattern)

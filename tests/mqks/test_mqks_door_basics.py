@@ -58,7 +58,7 @@ async def test_line_over_limit_gets_error_then_close(server):
 
 @pytest_twisted.ensureDeferred
 async def test_events_longer_than_max_event_are_refused(server):
-    """Issue 12: mqks.max_event bytes (1024 by default) bound what stream patterns see."""
+    """mqks.max_event bytes (1024 by default) bound what stream patterns are tried on."""
     c = await server.mqks()
     assert await c.request("c1 consume --confirm q " + "e" * 1024) == "c1 ok "
     c.send("m1 publish " + "e" * 1024 + " fits")

@@ -111,7 +111,7 @@ MASK_PARTS = st.sampled_from([b'a', b'*', b'a*', b'*b', b'user', b'', b'x*x'])
 @given(st.sets(st.lists(EVENT_PARTS, min_size=1, max_size=3).map(b'.'.join), max_size=12),
        st.lists(st.lists(MASK_PARTS, min_size=1, max_size=3).map(b'.'.join), max_size=6))
 def test_mqks_indexed_masks_equal_one_mask_at_a_time(events, masks):
-    """The mask index (issue 12) removes exactly what trying every mask on every event does."""
+    """The mask index removes exactly what trying every mask on every event does."""
     assert apply_rebind(events, remove_masks=masks) == {
         e for e in events if not any(regex_match(m, e) for m in masks)}
 

@@ -97,7 +97,7 @@ def test_mqks_consume_seconds_are_python_floats(text, value):
     b'q e --delete-queue-when-unused=abc', b'q e --delete-queue-when-unused=',
     b'q e --delete-queue-when-unused=1_0', b'q e --foo', b'q e --', b'q --confirm',
     b'q e --manual-ack=1',
-    # issue 12: no timer takes these (nan raised inside a connection's teardown)
+    # no timer takes these (a nan one raised inside a connection's teardown)
     b'q --delete-queue-when-unused=nan', b'q --delete-queue-when-unused=-1',
     b'q --delete-queue-when-unused=-inf', b'q --delete-queue-when-unused=-0.5',
     b'q --delete-queue-when-unused=1.1e12',

@@ -129,7 +129,7 @@ def test_mqks_eval_arbitrary_bytes(expression):
         pass
 
 
-# -- the work budget (issue 12): bounded by construction, checked by the clock --------
+# -- the work budget: bounded by construction, checked by the clock ---------------------
 
 def big_names():
     queues = {f'queue.{i}': i for i in range(100_000)}

@@ -1,4 +1,4 @@
-"""The data source on journals written by the broker itself (issue 13's durable queues):
+"""The data source on journals written by the broker itself (its durable queues):
 a real `twistd -n mqksbridge` with durable queues, real traffic through every door (text,
 binary and multi-frame bodies, headers, acks by consumers of each door, rejects), then the
 journals under `<data_dir>/journal/` read by Spark and checked against what was sent.

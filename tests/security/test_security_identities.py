@@ -1,4 +1,4 @@
-"""Identities cannot be stolen across doors (issue 17, item 4): a Malamute address and a
+"""Identities cannot be stolen across doors: a Malamute address and a
 Twino client id are one mailbox name, and a live owner keeps it against a client of the
 other door; each refusal is that protocol's own (Twino 503 at the handshake, Malamute ERROR
 300 to the OPEN). Within Malamute a new OPEN still takes an address over."""
