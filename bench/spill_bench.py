@@ -12,7 +12,8 @@ confirmed messages of `--size` bytes at it; meanwhile a healthy consumer of queu
 measured. Reported per run: flood throughput (messages/s), the broker's RSS growth (peak
 during the flood and drain, over the RSS before it), the healthy consumer's p50/p99 during
 the flood, the drain rate once the flooded consumer reads (and the broker's CPU time per
-message drained: the figure a loaded machine disturbs least), and whether every message
+message drained: the figure a loaded machine disturbs least), the healthy consumer's p99
+during that drain (paged-in reads must not hold the broker up), and whether every message
 came, in order. Results go to bench/results/spill-latest.json. `--profile` attaches py-spy
 (`pip install py-spy`) to the paging broker for its drain only and writes its collapsed
 stacks (flamegraph.pl / speedscope input) to the file given.
@@ -103,7 +104,7 @@ class Probe:
     def __init__(self, port):
         context = multiprocessing.get_context("fork")
         self.stop = context.Event()
-        self.recording = context.Event()
+        self.phase = context.Value("i", 0)    # what a probe's latency counts for: PHASES
         self.results = context.Queue()
         self.process = context.Process(target=self.run, args=(port,), daemon=True)
         self.latencies = []
@@ -131,12 +132,15 @@ class Probe:
                 except socket.timeout:
                     continue
                 now = time.perf_counter()
-                recording = self.recording.is_set()
+                phase = self.phase.value
                 for line in got:
                     fields = line.split(b" ")       # CID ok MID event=E TIME
-                    if len(fields) >= 5 and recording:
-                        latencies.append(now - float(fields[4]))
+                    if len(fields) >= 5 and phase:
+                        latencies.append((phase, now - float(fields[4])))
         self.results.put(latencies)
+
+
+FLOOD, DRAIN = 1, 2      # Probe.phase: the flood, the flooded consumer's drain
 
 
 def percentile(values, fraction):
@@ -208,20 +212,23 @@ def run(spill, messages, size, durable, profile=None):
         def sample():
             peak[0] = max(peak[0], rss_mb(pid))
 
-        probe.recording.set()
+        probe.phase.value = FLOOD
         rate = flood(broker, messages, size, sample)
-        probe.recording.clear()
+        probe.phase.value = 0
         flood_peak = peak[0]
         recorder = profiler(pid, profile) if profile else None
         cpu = cpu_seconds(pid)
+        probe.phase.value = DRAIN
         in_order, drain_rate = drain(broker, stalled, messages, sample)
+        probe.phase.value = 0
         drain_cpu = cpu_seconds(pid) - cpu
         if recorder is not None:
             recorder.send_signal(signal.SIGINT)
             recorder.wait(60)
         probe.stop.set()
         probe.join(30)
-        lat = probe.latencies
+        lat = [latency for phase, latency in probe.latencies if phase == FLOOD]
+        lat_drain = [latency for phase, latency in probe.latencies if phase == DRAIN]
         return {"spill": spill, "durable": durable, "messages": messages, "size": size,
                 "publish_per_s": round(rate), "drain_per_s": round(drain_rate),
                 "drain_cpu_us_per_msg": round(drain_cpu / messages * 1e6, 2),
@@ -229,7 +236,10 @@ def run(spill, messages, size, durable, profile=None):
                 "rss_growth_peak_mb": round(peak[0] - base, 1),
                 "healthy_p50_ms": round(percentile(lat, 0.5) * 1000, 2) if lat else None,
                 "healthy_p99_ms": round(percentile(lat, 0.99) * 1000, 2) if lat else None,
-                "healthy_probes": len(lat), "in_order_and_complete": in_order}
+                "healthy_probes": len(lat),
+                "healthy_drain_p99_ms": (round(percentile(lat_drain, 0.99) * 1000, 2)
+                                         if lat_drain else None),
+                "healthy_drain_probes": len(lat_drain), "in_order_and_complete": in_order}
     except Exception:
         with open(os.path.join(workdir, "twistd.log"), errors="replace") as f:
             sys.stderr.write(f.read()[-4000:])

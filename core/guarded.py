@@ -23,6 +23,13 @@ UNACKED = "core.unacked"             # client.attrs: [count, the consumers it ho
 
 
 class GuardedQueue(Queue):
+    """Queue, its puts checked (put_message) and its manual-ack holds counted against
+    max_unacked (the queue's `holds`: it tells of each hold and each settlement)."""
+
+    def __init__(self, *args, **kwargs):
+        Queue.__init__(self, *args, **kwargs)
+        self.holds = _count
+
     def put_message(self, message, observer=None, publisher=None):
         """Queue.put_message, for a publisher allowed to publish here (else Denied)."""
         if publisher is not None:
@@ -31,33 +38,6 @@ class GuardedQueue(Queue):
                 principal.check(PUBLISH, QUEUE, self.name)
                 principal.check_size(message)
         return Queue.put_message(self, message, observer, publisher)
-
-    # -- max_unacked -------------------------------------------------------------------------
-    def _hand(self, c, entry):
-        Queue._hand(self, c, entry)
-        if c.manual_ack:
-            _count(c, 1)
-
-    def _track(self, c, entry):
-        Queue._track(self, c, entry)
-        if c.manual_ack:
-            _count(c, 1)
-
-    def settled(self, consumer, entry, positive=True):
-        Queue.settled(self, consumer, entry, positive)
-        if consumer.manual_ack:
-            _count(consumer, -1)
-
-    def returned(self, consumer, entry):
-        if consumer.manual_ack:
-            _count(consumer, -1)
-        Queue.returned(self, consumer, entry)
-
-    def _detach(self, consumer):
-        unacked = Queue._detach(self, consumer)
-        if unacked and consumer.manual_ack:
-            _count(consumer, -len(unacked))
-        return unacked
 
 
 def _count(consumer, delta):

@@ -14,16 +14,27 @@ it is put in the journal (its Entry kept beside it in `entries`, in step with `s
 and settled once handed to the owner ('acked', with the owner's door: mail has no
 acknowledgement of its own, so the hand-over is the settlement), expired ('expired') or
 given back by a door that could not send it (`restore`: it keeps its record).
+
+Mail for an absent owner is kept however much comes (no size limit by default), so a
+mailbox has a storage window as a queue has (core.window, set by bridge.spill when the
+mailbox is made): past `windows`' bounds, stored mail is paged out and paged back in, in
+order, as the owner takes it. The order rule is the queue's: while any mail is paged out,
+new mail is paged out behind it, and `stored` is refilled before it runs dry (so every
+check of `stored` for "holds mail" stays true). Expiry is checked for resident mail only;
+paged-out mail is checked once it is paged back in.
 """
 from collections import deque
 
 from mqksbridge.core.message import Entry
 from mqksbridge.core.permissions import CONSUME, MAILBOX, Taken, check
+from mqksbridge.core.window import REGULAR
 
 DELIVERED, STORED, DROPPED = "delivered", "stored", "dropped"
 
 
 class Mailbox:
+    priority = None             # one lane: a window (core.window) pages the regular one
+
     def __init__(self, name, limit_bytes=None):
         self.name = name
         self.limit_bytes = limit_bytes
@@ -35,14 +46,35 @@ class Mailbox:
         self.journal = None         # core.storage: set once the mailbox is durable
         self.entries = deque()      # with a journal: the Entry of each stored message
         self._handing = None        # the Entry being handed over (restore keeps it)
+        self.windows = None         # windows(mailbox) -> its window (module docstring)
+        self.window = None
+
+    def set_windows(self, windows):
+        """Page stored mail past the window `windows(self)` makes (bridge.spill)."""
+        self.windows = windows
+        self.window = windows(self)
+        self._trim()
+
+    def __len__(self):
+        """Stored mail, paged-out mail included."""
+        window = self.window
+        return len(self.stored) + (window.paged if window is not None else 0)
 
     def attach_journal(self, journal):
         """Make the mailbox durable: what it holds now and everything sent from here on
         goes to `journal` (module docstring)."""
+        window = self.window
+        if window is not None:      # its pages go to the journal: its pager changes
+            while window.paged:
+                self._page_in(window.messages)
+            window.close()
         self.journal = journal
         self.entries = deque(Entry(message) for message in self.stored)
         for entry in self.entries:
             journal.put(entry)
+        if window is not None:
+            self.window = self.windows(self)
+            self._trim()
 
     def recovered(self, entries):
         """Entries read back from the journal, in order (a broker starting up)."""
@@ -50,6 +82,36 @@ class Mailbox:
             self.stored.append(entry.message)
             self.entries.append(entry)
             self.bytes += entry.message.size
+        self._trim()
+
+    def _trim(self):
+        """Page out the stored mail past the window (recovered, or stored before it)."""
+        window = self.window
+        if window is None:
+            return
+        resident, kept = 0, 0
+        for message in self.stored:
+            if kept and (kept >= window.messages or resident + message.size > window.size):
+                break
+            resident += message.size
+            kept += 1
+        if kept == len(self.stored):
+            return
+        excess = [self.stored.pop() for _ in range(len(self.stored) - kept)]
+        excess.reverse()
+        if self.journal is not None:
+            pages = [self.entries.pop() for _ in excess]
+            pages.reverse()
+        else:
+            pages = list(map(Entry, excess))
+        window.page_out(self, self.stored, pages)
+
+    def _page_in(self, count):
+        """Paged-out mail back at the end of `stored` (at least one, if any)."""
+        entries = self.window.take(REGULAR, count)
+        self.stored.extend(entry.message for entry in entries)
+        if self.journal is not None:
+            self.entries.extend(entries)
 
     def live_entries(self):
         """The entries the journal still holds for (compaction copies them forward)."""
@@ -60,6 +122,7 @@ class Mailbox:
         is the client that sent it, if a client did (a guarded mailbox checks it)."""
         journal = self.journal
         if self.owner is not None and not self.owner.paused and not self.stored:
+            # (no mail is paged out: `stored` is refilled before it runs dry)
             self.delivered += 1
             if journal is None:
                 self.deliver(self, message)
@@ -71,12 +134,18 @@ class Mailbox:
         if self.limit_bytes is not None and self.bytes + message.size > self.limit_bytes:
             self.dropped += 1
             return DROPPED
-        self.stored.append(message)
         self.bytes += message.size
+        entry = None
         if journal is not None:
             entry = Entry(message)
             journal.put(entry)
-            self.entries.append(entry)
+        window = self.window
+        if window is not None and not window.admits(self, self.stored, message):
+            window.page_out(self, self.stored, (entry or Entry(message),))
+        else:
+            self.stored.append(message)
+            if entry is not None:
+                self.entries.append(entry)
         if self.owner is not None and not self.owner.paused:
             self.flush()
         return STORED
@@ -127,10 +196,13 @@ class Mailbox:
     def flush(self):
         """Hand stored mail to the owner in order while it is able to take it."""
         owner = self.owner
+        window = self.window
         while self.stored and owner is not None and not owner.paused and self.owner is owner:
             message = self.stored.popleft()
             self.bytes -= message.size
             self.delivered += 1
+            if window is not None and window.paged and len(self.stored) < window.messages // 2:
+                self._page_in(window.messages - len(self.stored))
             if self.journal is None:
                 self.deliver(self, message)
             else:
@@ -171,3 +243,6 @@ class Mailbox:
         self.stored = kept
         if journal is not None:
             self.entries = kept_entries
+        window = self.window
+        if window is not None and window.paged and not kept:
+            self._page_in(window.messages)

@@ -22,7 +22,12 @@ The pager interface (each lane is REGULAR or PRIORITY; entries in queue order):
 
 page_out(lane, entries)       at the back of the lane's paged part
 page_in(lane, count)          up to `count` entries from the front (at least one if any)
+page_in_ready(lane, count)    as page_in, but only what it has at hand (maybe none): the
+                              rest comes later, and the pager then calls its queue's
+                              dispatch (bridge.spill reads ahead off the reactor thread)
 page_in_last(lane, count)     up to `count` from the back (a LIFO pull), in queue order
+page_out_placed(lane, *place) at the back, entries the pager's store holds already
+                              (a durable queue's journal at start: bridge.journal)
 peek(lane)                    every paged entry of the lane in order, taking none (admin
                               views and tests; it reads what is on disk)
 close()                       the queue is gone: let go of everything paged out
@@ -40,7 +45,13 @@ class Pager:
     def page_in(self, lane, count):
         raise NotImplementedError
 
+    def page_in_ready(self, lane, count):
+        return self.page_in(lane, count)
+
     def page_in_last(self, lane, count):
+        raise NotImplementedError
+
+    def page_out_placed(self, lane, *place):
         raise NotImplementedError
 
     def peek(self, lane):
@@ -117,6 +128,17 @@ class StorageWindow:
         self.paged_out += len(entries)
         self.pager.page_out(index, entries)
 
+    def page_out_placed(self, queue, count, size, *place):
+        """`count` entries (`size` content bytes) already in the pager's store go to the
+        back of the regular lane's paged part (a durable queue recovered: `place` says
+        where its journal holds them, for the pager's page_out_placed)."""
+        self.lanes[REGULAR] += count
+        self.lane_bytes[REGULAR] += size
+        self.paged += count
+        self.paged_bytes += size
+        queue.bytes += size
+        self.pager.page_out_placed(REGULAR, *place)
+
     def _taken(self, index, entries):
         size = 0
         for entry in entries:
@@ -129,8 +151,12 @@ class StorageWindow:
         return entries
 
     def take(self, index, count):
-        """Up to `count` entries from the front of a lane's paged part."""
+        """Up to `count` entries from the front of a lane's paged part (at least one)."""
         return self._taken(index, self.pager.page_in(index, count))
+
+    def take_ready(self, index, count):
+        """Up to `count` of them the pager has at hand, maybe none."""
+        return self._taken(index, self.pager.page_in_ready(index, count))
 
     def take_last(self, index, count):
         """Up to `count` entries from the back of a lane's paged part, in queue order."""
@@ -139,7 +165,9 @@ class StorageWindow:
     def refill(self, queue, more=False):
         """Page entries back into every lane whose resident part is under half the window
         (`more`: into lanes not empty either, one batch, however full: consumers are ready
-        and nothing resident suits them). Returns whether any came in."""
+        and nothing resident suits them). A lane that still holds entries takes only what
+        the pager has at hand (the rest comes with the pager's call to dispatch); an empty
+        one, or `more`, at least one. Returns whether any came in."""
         moved = False
         for index, lane in ((PRIORITY, queue.priority), (REGULAR, queue.entries)):
             paged = self.lanes[index]
@@ -152,8 +180,10 @@ class StorageWindow:
             average = self.lane_bytes[index] // paged or 1
             free = self.size - (queue.bytes - self.paged_bytes)
             room = min(room, paged, max(1, free // average))
-            lane.extend(self.take(index, room))
-            moved = True
+            entries = self.take(index, room) if more or not n else self.take_ready(index, room)
+            if entries:
+                lane.extend(entries)
+                moved = True
         return moved
 
     def trim(self, queue):

@@ -128,7 +128,7 @@ class BrokerCollector:
         mail = GaugeMetricFamily("mqksbridge_mailbox_messages", "Mail waiting for its owner",
                                  labels=["mailbox"])
         for mailbox in list(broker.mailboxes.values()):
-            mail.add_metric([mailbox.name], len(mailbox.stored))
+            mail.add_metric([mailbox.name], len(mailbox))
         yield mail
 
 

@@ -216,7 +216,7 @@ class AdminView:
             "name": mailbox.name,
             "owner": owner.id if owner is not None else None,
             "owner_door": owner.door if owner is not None else None,
-            "depth": len(mailbox.stored),
+            "depth": len(mailbox),                 # paged-out mail too
             "bytes": mailbox.bytes,
             "limit_bytes": mailbox.limit_bytes,
             "delivered": mailbox.delivered,

@@ -24,6 +24,7 @@ from twisted.logger import Logger
 from twisted.python.threadpool import ThreadPool
 
 from mqksbridge.bridge.clock import periodic
+from mqksbridge.bridge.config import size_limit
 from mqksbridge.bridge.journal import layout
 from mqksbridge.bridge.journal.definitions import Definitions
 from mqksbridge.bridge.journal.recovery import recover
@@ -67,6 +68,8 @@ class Durability:
         self.policies = {}               # queue name -> fsync policy chosen for it
         self.recovered = {}
         self.problems = []               # what recovery left out or repaired (also logged)
+        self.resident = None             # records of a queue recovery makes entries of, the
+                                         # rest paged (its storage window; None: all)
         broker.subscribe(self._event)
         self.definitions = Definitions(self, broker, reactor)
 
@@ -142,7 +145,7 @@ class Durability:
 
     def _recover(self):
         found = recover(self.store.root, lambda name: self.policies.get(name, self.policy),
-                        self.writer.files)
+                        self.writer.files, self.resident)
         counts = {}
         for name, recovered in found.items():
             self.problems += recovered.problems
@@ -161,10 +164,15 @@ class Durability:
                                     dead_letter=name + self.suffix)
                 queue.attach_journal(journal)
             queue.restore(entries)
+            paged = 0
+            for segment, offsets, sizes, retries, size in recovered.runs:
+                queue.window.page_out_placed(queue.backlog, len(offsets), size, segment, offsets,
+                                             sizes, retries)
+                paged += len(offsets)
             journal.settle_in(recovered)
-            counts[name] = len(entries)
+            counts[name] = len(entries) + paged
             log.info("journal: queue {name!r} recovered with {n} messages from {s} segments",
-                     name=name, n=len(entries), s=len(recovered.segments))
+                     name=name, n=counts[name], s=len(recovered.segments))
         self.recovered = counts
         return counts
 
@@ -235,6 +243,8 @@ def build(config, broker, reactor, clock, fsync_observer=None):
     settings = config["durability"]
     durability = Durability(settings, config["data_dir"], broker, reactor, clock,
                             fsync_observer)
+    if size_limit(config["broker"]["queue_memory_window"]) is not None:
+        durability.resident = config["broker"]["queue_memory_window_messages"]
     interval = settings["fsync_interval"] / 1000 if settings["fsync"] == INTERVAL else None
     return durability, JournalService(durability, interval, clock)
 

@@ -27,7 +27,17 @@ else runs yet. A million queued records must come back in seconds, so a segment 
 records are all fresh (as we wrote them, checksum verified: protocols.textqueue.queued)
 becomes entries list by list, each message a LazyMessage decoded when it is first used;
 every other record is checked and decoded one by one, as it always was.
+
+A queue whose backlog is paged out past a window (core.window) needs only that window in
+memory: with `keep`, recovery builds entries for that many records of each queue, and the rest of
+a journal of fresh records comes back as *runs* (`Recovered.runs`: segment, offsets,
+record sizes, retries, content bytes), their records' places only, which the queue's
+pager reads back as consumers get there (bridge.spill.pagers.JournalPager). A segment
+is then scanned and let go before the next is read, so memory at start is the window
+and one segment's scan. A journal with compaction copies (`\\moved=`), whose order only
+the whole journal settles, is read whole as before.
 """
+from array import array
 import os
 from bisect import bisect_left
 from dataclasses import dataclass, field
@@ -61,12 +71,14 @@ class Recovered:
     unplaced: list = field(default_factory=list)
     next_number: int = 1
     superseded: list = field(default_factory=list)   # (Segment, offset, size): flip to '#'
+    runs: list = field(default_factory=list)         # behind `entries`, places only (above)
     problems: list = field(default_factory=list)      # what was left out, for logs and tests
 
 
-def recover(root, policy_of, files=None):
+def recover(root, policy_of, files=None, keep=None):
     """Every queue journal under `root` ({name: Recovered}); `policy_of(name)` is the
-    fsync policy the queue's segments keep; `files` the file layer changes go through."""
+    fsync policy the queue's segments keep; `files` the file layer changes go through;
+    `keep`: how many records of each to make entries of (module docstring; None: all)."""
     found = {}
     if not os.path.isdir(root):
         return found
@@ -76,7 +88,7 @@ def recover(root, policy_of, files=None):
     for entry in sorted(os.listdir(root)):
         directory = os.path.join(root, entry)
         if os.path.isdir(directory):
-            recovered = recover_queue(directory, policy_of, files)
+            recovered = recover_queue(directory, policy_of, files, keep)
             if recovered is not None:
                 if recovered.name in found:
                     log.error("journal {dir} names queue {name!r} as {other} does; left out",
@@ -100,7 +112,7 @@ def _files(directory, files):
     return sorted(numbers)
 
 
-def recover_queue(directory, policy_of, files=None):
+def recover_queue(directory, policy_of, files=None, keep=None):
     """The Recovered journal of one queue directory, or None when it holds no segment."""
     files = files or Files()
     numbers = _files(directory, files)
@@ -108,6 +120,7 @@ def recover_queue(directory, policy_of, files=None):
     if not numbers:
         return None
     result = Recovered(None, directory, [], next_number=numbers[-1] + 1)
+    room = keep             # records still to make entries of (None: every one)
     blocks = []             # (Segment, base, QueuedScan) of each segment taken
     copies = {}             # origin -> (segment number, offset) of the newest copy
     moved = {}              # (segment number, offset) of a queued copy -> its origin
@@ -149,7 +162,18 @@ def recover_queue(directory, policy_of, files=None):
                 continue
         segment = Segment(directory, number, base, None, end=end)
         result.segments.append(segment)
-        blocks.append((segment, base, queued))
+        if b"\\moved=" in data:
+            if result.runs:                 # the whole journal decides its order
+                return recover_queue(directory, policy_of, files)
+            room = None
+        if room is not None and None not in queued.retries and len(queued.raws) > room:
+            queued = _run(result, segment, queued, room)
+            room = 0
+        elif room is not None:
+            if result.runs:                 # a record that is not fresh, behind runs
+                return recover_queue(directory, policy_of, files)
+            room = max(0, room - len(queued.raws))
+        blocks.append((segment, base, queued._replace(scan=None)))
         if b"\\moved=" in data:
             for i in range(first, len(raws)):
                 raw = raws[i]
@@ -160,6 +184,8 @@ def recover_queue(directory, policy_of, files=None):
                         copies[origin] = place
                     if raw[:1] == b"-":
                         moved[place] = origin
+        # this segment's bytes and scan go before the next is read
+        data = found = raws = offsets = queued = None
     if result.name is None:
         result.problems.append(f"{directory}: no segment names its queue; left out")
         _log(result)
@@ -177,6 +203,19 @@ def recover_queue(directory, policy_of, files=None):
     result.entries = _in_order(kept, copied)
     _log(result)
     return result
+
+
+def _run(result, segment, queued, room):
+    """Records `room` on of a segment of fresh records become a run (module docstring);
+    returns the scan of the records before them."""
+    raws = queued.raws
+    record_sizes = array("I", map(_PLUS_ONE, map(len, raws[room:])))
+    result.runs.append((segment, array("Q", queued.offsets[room:]), record_sizes,
+                        array("I", queued.retries[room:]), sum(queued.sizes[room:])))
+    segment.live += len(record_sizes)
+    segment.live_bytes += sum(record_sizes)
+    return queued._replace(offsets=queued.offsets[:room], raws=raws[:room],
+                           retries=queued.retries[:room], sizes=queued.sizes[:room])
 
 
 def _admit(result, block):

@@ -195,7 +195,7 @@ class QueueJournal:
         try:
             edits = records.settle_edits(places, reason, now, created, door)
         except TextQueueError:              # a hand-trimmed \e= has no room for a stamp
-            edits = [records.status_edit(places, records._CODE_OF[reason][1])]
+            edits = [records.status_edit(places, records.CODE_OF[reason][1])]
         if reason == DEAD:                  # its copy in the dead-letter queue goes first
             self.writer.sync_before_edits()
         for edit in edits:

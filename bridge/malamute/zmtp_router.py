@@ -83,6 +83,7 @@ class ZmtpConnection(protocol.Protocol):
         self.gate = Gate()
         self.outbox = None
         self.kept = None                 # messages of a read not handed over (input held)
+        self.failing = None              # a violation's reason, refused once kept is served
 
     def connectionMade(self):
         self.input = Input(self.transport, self._carry_on)
@@ -113,12 +114,19 @@ class ZmtpConnection(protocol.Protocol):
             return                       # refused: the close is under way
         try:
             messages = zmtp.receive_data(data)
-        except ZmtpError as exc:
-            return self.refuse(exc.reason)
+        except ZmtpError as exc:         # what came before it is served first (specs/errors.md)
+            messages, self.failing = exc.done, exc.reason
         if zmtp.events:
-            return self._events(messages)
-        if messages:
+            self._events(messages)
+        elif messages:
             self._deliver(messages)
+        if self.failing is not None and self.kept is None:
+            self._fail()
+
+    def _fail(self):
+        """The violation met in a read, once the messages before it are handed over."""
+        if not self.outbox.closed:       # unless a message of them closed it already
+            self.refuse(self.failing)
 
     def _deliver(self, messages):
         if self.silent:
@@ -127,14 +135,17 @@ class ZmtpConnection(protocol.Protocol):
             self.kept += messages
             return
         done = self.router.deliver(self.rid, messages, self.input.reasons)
-        if done is not None and done < len(messages) and self.zmtp.state != "closed":
+        if done is not None and done < len(messages) and not self.outbox.closed:
             self.kept = messages[done:]
 
     def _carry_on(self):
-        """The input is no longer held: hand over the messages kept from the last read."""
+        """The input is no longer held: hand over the messages kept from the last read (then
+        refuse the violation that came after them, if one did)."""
         if self.kept is not None:
             messages, self.kept = self.kept, None
             self._deliver(messages)
+            if self.failing is not None and self.kept is None:
+                self._fail()
 
     def _events(self, messages):
         """The handshake's end comes before any message; pings and goodbyes after."""

@@ -25,25 +25,20 @@ from mqksbridge.bridge.listeners import LIMIT, DoorFactory, ListenerService
 from mqksbridge.bridge.logs import Repeats, door_repeats
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
-from mqksbridge.protocols.mqks.errors import MqksProtocolError
-from mqksbridge.protocols.mqks.framing import LineFramer, LineTooLong
+from mqksbridge.protocols.mqks.errors import MqksProtocolError, Reason
+from mqksbridge.protocols.mqks.framing import LineFramer
 from mqksbridge.protocols.mqks.masks import apply_rebind
 from mqksbridge.protocols.mqks.replies import (delivery_prefix, error, error_id, ok, update,
                                                update_payload, when_unused_equal)
-from mqksbridge.protocols.mqks.requests import (MqksArgumentError, MqksRequestError,
-                                                fast_request, parse_ack, parse_consume,
+from mqksbridge.protocols.mqks.requests import (fast_request, parse_ack, parse_consume,
                                                 parse_eval, parse_publish, parse_rebind,
                                                 parse_request)
-from mqksbridge.protocols.mqks.safe_eval import EvalError, eval_reply
+from mqksbridge.protocols.mqks.safe_eval import eval_reply
 from mqksbridge.bridge.mqks.stats import eval_names
 
 DOOR = "mqks"
 SWEEP_INTERVAL = 1.0                 # seconds between looks at pre-authentication deadlines
 log = Logger(namespace="mqksbridge.mqks")
-
-
-class MqksError(Exception):
-    """A request the door refuses for a reason of its own (not a parse error)."""
 
 
 class Outlet:
@@ -117,22 +112,23 @@ class MqksDoor:
         """Serve one request line; every failure becomes `{id} error {eid}`."""
         try:
             req_id, action, data, confirm = parse_request(line)
-        except MqksRequestError as exc:
+        except MqksProtocolError as exc:
             return self.fail(conn, exc.req_id, exc, line)
         if action == b"publish":
             try:
                 self.publish(conn, req_id, data, confirm)
-            except MqksArgumentError as exc:
+            except MqksProtocolError as exc:
                 self.fail(conn, req_id, exc, line)
             return
         handler = self._actions.get(action)
         try:
             if handler is None:
-                raise MqksError("unknown action %r" % action)
+                raise MqksProtocolError(Reason.ACTION, "unknown action %r" % action)
             handler(conn, req_id, data, confirm)
-        except (MqksProtocolError, EvalError, MqksError, Denied) as exc:
-            if isinstance(exc, Denied):
-                self.security.refused(DOOR, "denied", conn.client.id, str(exc))
+        except MqksProtocolError as exc:
+            self.fail(conn, req_id, exc, line)
+        except Denied as exc:                # a user's rules (docs/security.md)
+            self.security.refused(DOOR, "denied", conn.client.id, str(exc))
             self.fail(conn, req_id, exc, line)
         except Exception as exc:  # a bug must cost one request, not the broker
             log.failure("mqks request failed: {line!r}", line=line)
@@ -202,7 +198,7 @@ class MqksDoor:
     def consume(self, conn, cid, data, confirm):
         queue_raw, replace, add, when_unused, manual_ack = parse_consume(data)
         if cid in self.consumers:
-            raise MqksError("consumer id %r is already in use" % cid)
+            raise MqksProtocolError(Reason.IN_USE, "consumer id %r is already in use" % cid)
         name = to_name(queue_raw)
         queue = self.broker.queues.get(name)
         old_setting = queue.when_unused if queue is not None else None
@@ -510,7 +506,7 @@ class MqksConnection(protocol.Protocol):
         else `{id} error {eid}` and the close."""
         try:
             lines = self.framer.feed(data)
-        except LineTooLong:
+        except MqksProtocolError:            # the one the framer raises: a line too long
             return self._refuse("login", None, "line too long before auth")
         if self.login is not None:           # a transport that reads on while paused (TLS)
             kept = self.kept[0] + lines
@@ -522,7 +518,7 @@ class MqksConnection(protocol.Protocol):
             return
         try:
             req_id, action, data, _ = parse_request(lines[0])
-        except MqksRequestError as exc:
+        except MqksProtocolError as exc:
             return self._refuse("login", exc.req_id, str(exc))
         if action != b"auth":
             return self._refuse("login", req_id, "the first line is not auth")
@@ -565,8 +561,8 @@ class MqksConnection(protocol.Protocol):
         too_long = False
         try:
             lines = self.framer.feed(data)
-        except LineTooLong as exc:
-            lines, too_long = exc.lines, True
+        except MqksProtocolError as exc:     # a line too long: serve those before it
+            lines, too_long = exc.done, True
         if self.kept is not None:            # a transport that reads on while held (TLS)
             kept, was_too_long = self.kept
             self.kept = (kept + lines, was_too_long or too_long)

@@ -6,14 +6,17 @@ is paged out, and read back in order as consumers catch up (docs/limits.md). A d
 queue pages out to its journal (bridge.spill.pagers.JournalPager: read back, never
 written twice); any other queue to scratch segment files under `<data_dir>/spill/`
 (ScratchPager), which hold nothing a restart brings back: the directory is emptied when
-the broker starts.
+the broker starts. Every mailbox gets one too (`install`; core.mailbox), its scratch files
+under `<data_dir>/spill/.mailboxes/`.
 
-One worker thread writes and removes scratch files, in order: the reactor never waits
-for the disk. `broker.queue_memory_total` caps every window together: past it each queue
-keeps only a few entries resident (core.window.WindowBudget, reviewed by `check`), and
-while pages waiting for the disk pass it too, or a write failed (a full disk: it is
-tried again each check), publishers are not read (the memory watermark's hold,
-bridge.memory): nothing is refused or dropped.
+One worker thread writes and removes scratch files, in order, and another reads
+paged-out records ahead of the consumers (bridge.spill.pagers): the reactor never waits
+for the disk but for a small read when a consumer outran the reader.
+`broker.queue_memory_total` caps every window together: past it each queue keeps only a
+few entries resident (core.window.WindowBudget, reviewed by `check`), and while pages
+waiting for the disk pass it too, or a write failed (a full disk: it is tried again each
+check), publishers are not read (the memory watermark's hold, bridge.memory): nothing is
+refused or dropped.
 """
 import os
 import shutil
@@ -32,13 +35,14 @@ from mqksbridge.core.window import StorageWindow, WindowBudget
 log = Logger(namespace="mqksbridge.spill")
 
 SPILL = "spill"             # <data_dir>/spill/<queue dir>/00000001.tq
+MAILBOXES = ".mailboxes"    # <data_dir>/spill/.mailboxes/<mailbox dir>/: no queue's name
 
 
 class Spill:
     """The broker's pagers, their writer thread and the global budget (module docstring)."""
 
     def __init__(self, root, broker, reactor, clock, window_bytes, window_messages, total,
-                 segment_size=16 << 20, run=None):
+                 segment_size=16 << 20, run=None, read=None):
         self.root = root
         self.broker = broker
         self.reactor = reactor
@@ -49,9 +53,14 @@ class Spill:
         self.budget = WindowBudget(total)
         self.pool = ThreadPool(1, 1, "mqksbridge-spill")
         self.pool.threadFactory = partial(threading.Thread, daemon=True)
-        # run(work) -> Deferred: the worker thread (a test may run it inline)
+        self.reader = ThreadPool(1, 1, "mqksbridge-spill-read")
+        self.reader.threadFactory = partial(threading.Thread, daemon=True)
+        # run(work, *args) -> Deferred: the worker thread; read(...): the reader thread (a
+        # test may run them inline, or when it likes: a read must land in a turn of its own)
         self.run = run or partial(threads.deferToThreadPool, reactor, self.pool)
+        self.read = read or run or partial(threads.deferToThreadPool, reactor, self.reader)
         self.scheduled = {}          # id(pager) -> pager to flush at the end of this turn
+        self.woken = {}              # id(pager) -> pager whose reads ahead landed this turn
         self._call = None
         self.pending = 0             # bytes handed to the worker, not written yet
         self.failed = False          # the last write failed (a full disk)
@@ -60,10 +69,30 @@ class Spill:
     def window(self, queue):
         """broker.windows: the StorageWindow of a new queue (or one turning durable)."""
         if queue.journal is not None:
-            pager = JournalPager(self, queue.name, self.broker.storage, queue.journal.writer)
+            pager = JournalPager(self, queue.name, self.broker.storage, queue.journal.writer,
+                                 queue.dispatch)
         else:
-            pager = ScratchPager(self, queue.name)
+            pager = ScratchPager(self, queue.name, queue.dispatch)
         return StorageWindow(pager, self.window_messages, self.window_bytes, self.budget)
+
+    def mail_window(self, mailbox):
+        """A mailbox's StorageWindow (core.mailbox): the same bounds, outside the global
+        budget (which reviews queues), its scratch files under `spill/.mailboxes/`."""
+        if mailbox.journal is not None:
+            pager = JournalPager(self, mailbox.name, self.broker.storage,
+                                 mailbox.journal.writer, mailbox.flush)
+        else:
+            pager = ScratchPager(self, mailbox.name, mailbox.flush, MAILBOXES)
+        return StorageWindow(pager, self.window_messages, self.window_bytes)
+
+    def install(self):
+        """Every queue and mailbox the broker makes from now on gets its window."""
+        self.broker.windows = self.window
+        self.broker.subscribe(self._event)
+
+    def _event(self, event, mailbox=None, **data):
+        if event == "mailbox-created":
+            mailbox.set_windows(self.mail_window)
 
     def clean(self):
         """At start: the scratch files of the last run hold nothing to bring back."""
@@ -76,11 +105,20 @@ class Spill:
         if self._call is None:
             self._call = self.reactor.callLater(0, self.flush)
 
+    def wake(self, pager):
+        """A read ahead of `pager` landed: its queue hears it at the end of this turn."""
+        self.woken[id(pager)] = pager
+        if self._call is None:
+            self._call = self.reactor.callLater(0, self.flush)
+
     def flush(self):
         self._call = None
         scheduled, self.scheduled = self.scheduled, {}
+        woken, self.woken = self.woken, {}
         for pager in scheduled.values():
             pager.flush()
+        for pager in woken.values():
+            pager.wake()
 
     def write(self, file, data, offset, done=None, failed=None):
         """Write `data` at `offset` of a scratch file on the worker thread; then `done()`
@@ -147,16 +185,18 @@ class SpillService(service.Service):
     def startService(self):
         super().startService()
         self.spill.pool.start()
+        self.spill.reader.start()
 
     def stopService(self):
         super().stopService()
+        self.spill.reader.stop()
         return defer.maybeDeferred(self.spill.pool.stop)
 
 
 def build(config, broker, reactor, clock):
     """(Spill, SpillService), or (None, None) when `broker.queue_memory_window` is "max"
-    (every backlog resident, as before). Sets `broker.windows`; empties the spill
-    directory (call it before any queue exists)."""
+    (every backlog resident, as before). Sets `broker.windows` (and every new mailbox's
+    window); empties the spill directory (call it before any queue or mailbox exists)."""
     settings = config["broker"]
     window = size_limit(settings["queue_memory_window"])
     if window is None:
@@ -165,5 +205,5 @@ def build(config, broker, reactor, clock):
                   settings["queue_memory_window_messages"],
                   size_limit(settings["queue_memory_total"]))
     spill.clean()
-    broker.windows = spill.window
+    spill.install()
     return spill, SpillService(spill)

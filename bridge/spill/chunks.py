@@ -19,6 +19,7 @@ used, any other is decoded now.
 """
 import os
 from array import array
+from collections import deque
 from itertools import repeat
 
 from mqksbridge.bridge.journal.lazy import LazyMessage
@@ -80,7 +81,7 @@ def extras_of(entry, slot=None):
 def read_entries(chunk, start, stop, slot=None):
     """The entries of a placed chunk's records [start, stop), read back (one pread of
     their span; `source` has `path` and `created_ms`, the records' time base);
-    `slot(offset, size, places, origin)` makes a journal record's
+    `slot(offset, size, places=None, origin=None)` makes a journal record's
     `entry.record` (None: a scratch record, which no journal knows)."""
     offsets, sizes, source = chunk.offsets, chunk.sizes, chunk.source
     first = offsets[start]
@@ -104,6 +105,9 @@ def read_entries(chunk, start, stop, slot=None):
     if chunk.retries is not None:
         retries = chunk.retries[start:stop]
     entries = list(map(Entry, messages, retries))
+    if slot is not None:                 # one pass in C, but for Slot.__init__
+        deque(map(setattr, entries, repeat("record"),
+                  map(slot, offsets[start:stop], sizes[start:stop])), 0)
     extras = chunk.extras
     if extras is not None:
         for i in range(start, stop):
@@ -113,10 +117,6 @@ def read_entries(chunk, start, stop, slot=None):
                 entry.observer, entry.deliveries, places, origin = extra
                 if slot is not None:
                     entry.record = slot(offsets[i], sizes[i], places, origin)
-    if slot is not None:
-        for i, entry in enumerate(entries, start):
-            if entry.record is None:
-                entry.record = slot(offsets[i], sizes[i], None, None)
     return entries
 
 

@@ -281,8 +281,8 @@ class TwinoConnection(protocol.Protocol):
         error = None
         try:
             frames = self.decoder.feed(data)
-        except TwinoProtocolError as exc:
-            frames, error = exc.frames, exc
+        except TwinoProtocolError as exc:    # its frames first (specs/errors.md)
+            frames, error = exc.done, exc
         if self.kept is not None:            # a transport that reads on while held (TLS)
             kept, kept_error = self.kept
             self.kept = (kept + frames, kept_error or error)

@@ -16,8 +16,11 @@ a round trip.  Encoders accept ``str`` or ``bytes`` and, like the C setter,
 truncate a string field at 255 bytes rather than emit a malformed header.
 """
 
+import enum
 from struct import Struct
 from typing import NamedTuple
+
+from mqksbridge.protocols.errors import ProtocolError
 
 SIGNATURE = b"\xaa\xa8"
 PROTOCOL = b"MALAMUTE"
@@ -35,12 +38,17 @@ _STATUS = Struct(">HB")
 _LEN = [bytes((n,)) for n in range(256)]
 
 
-class MalamuteDecodeError(ValueError):
-    """A frame sequence that is not one well-formed Malamute command."""
+class Reason(enum.Enum):
+    """What makes frames no Malamute command (MalamuteDecodeError.code)."""
+    FRAMES = "frames"        # no frames at all
+    HEADER = "header"        # a header shorter than its fields say, or a bad signature
+    PROTOCOL = "protocol"    # CONNECTION-OPEN of another protocol or version
+    COMMAND = "command"      # a command id malamute does not have
 
-    def __init__(self, reason):
-        super().__init__(reason)
-        self.reason = reason
+
+class MalamuteDecodeError(ProtocolError):
+    """A frame sequence that is not one well-formed Malamute command (`code` a Reason).
+    It costs that one command, never the connection (specs/errors.md)."""
 
 
 # -- commands ---------------------------------------------------------------
@@ -174,22 +182,22 @@ WITH_CONTENT = frozenset(cls for cls in COMMANDS if "content" in cls._fields)
 def _text(h, pos):
     """Read one length-prefixed string at ``pos``; return (str, next pos)."""
     if pos >= len(h):
-        raise MalamuteDecodeError("truncated string length at byte %d" % pos)
+        raise MalamuteDecodeError(Reason.HEADER, "truncated string length at byte %d" % pos)
     end = pos + 1 + h[pos]
     if end > len(h):
-        raise MalamuteDecodeError("truncated string at byte %d" % pos)
+        raise MalamuteDecodeError(Reason.HEADER, "truncated string at byte %d" % pos)
     return h[pos + 1:end].decode("utf-8", "surrogateescape"), end
 
 
 def _u16(h, pos):
     if pos + 2 > len(h):
-        raise MalamuteDecodeError("truncated number2 at byte %d" % pos)
+        raise MalamuteDecodeError(Reason.HEADER, "truncated number2 at byte %d" % pos)
     return _U16.unpack_from(h, pos)[0], pos + 2
 
 
 def _u32(h, pos):
     if pos + 4 > len(h):
-        raise MalamuteDecodeError("truncated number4 at byte %d" % pos)
+        raise MalamuteDecodeError(Reason.HEADER, "truncated number4 at byte %d" % pos)
     return _U32.unpack_from(h, pos)[0], pos + 4
 
 
@@ -199,10 +207,10 @@ def _u32(h, pos):
 def _open(h):
     protocol, pos = _text(h, 3)
     if protocol != "MALAMUTE":
-        raise MalamuteDecodeError("protocol is not MALAMUTE")
+        raise MalamuteDecodeError(Reason.PROTOCOL, "protocol is not MALAMUTE")
     version, pos = _u16(h, pos)
     if version != VERSION:
-        raise MalamuteDecodeError("unsupported version %d" % version)
+        raise MalamuteDecodeError(Reason.PROTOCOL, "unsupported version %d" % version)
     return (_text(h, pos)[0],)
 
 
@@ -271,15 +279,15 @@ del _cls, _fn
 def decode(frames):
     """Decode one command from its frames (routing id already removed)."""
     if not frames:
-        raise MalamuteDecodeError("no frames")
+        raise MalamuteDecodeError(Reason.FRAMES, "no frames")
     h = frames[0]
     if len(h) < 3:
-        raise MalamuteDecodeError("header shorter than 3 bytes")
+        raise MalamuteDecodeError(Reason.HEADER, "header shorter than 3 bytes")
     if h[0] != 0xAA or h[1] != 0xA8:
-        raise MalamuteDecodeError("bad signature")
+        raise MalamuteDecodeError(Reason.HEADER, "bad signature")
     entry = _DECODERS[h[2]]
     if entry is None:
-        raise MalamuteDecodeError("unknown command id %d" % h[2])
+        raise MalamuteDecodeError(Reason.COMMAND, "unknown command id %d" % h[2])
     cls, fields, has_content = entry
     values = fields(h)               # bytes after the last field are ignored, as malamute
     if has_content:
@@ -296,14 +304,15 @@ def send_fields(h):
     """
     try:
         if h[0] != 0xAA or h[1] != 0xA8:
-            raise MalamuteDecodeError("bad signature")
+            raise MalamuteDecodeError(Reason.HEADER, "bad signature")
         a = 4 + h[3]
         b = a + 1 + h[a]
         c = b + 1 + h[b]
     except IndexError:
-        raise MalamuteDecodeError("truncated SEND header") from None
+        raise MalamuteDecodeError(Reason.HEADER, "truncated SEND header") from None
     if c + 4 > len(h):
-        raise MalamuteDecodeError("SEND header of %d bytes, fields say %d" % (len(h), c + 4))
+        raise MalamuteDecodeError(Reason.HEADER,
+                                  "SEND header of %d bytes, fields say %d" % (len(h), c + 4))
     return (h[4:a].decode("utf-8", "surrogateescape"),
             h[a + 1:b].decode("utf-8", "surrogateescape"),
             h[b + 1:c].decode("utf-8", "surrogateescape"), _U32.unpack_from(h, c)[0], c)
@@ -313,7 +322,7 @@ def stream_send_subject(h):
     """(subject, end) of a STREAM-SEND header, `end` being where the subject ends (the hot
     path of `decode`, held equal to it)."""
     if len(h) < 4 or h[0] != 0xAA or h[1] != 0xA8 or len(h) < 4 + h[3]:
-        raise MalamuteDecodeError("malformed STREAM-SEND header")
+        raise MalamuteDecodeError(Reason.HEADER, "malformed STREAM-SEND header")
     end = 4 + h[3]
     return h[4:end].decode("utf-8", "surrogateescape"), end
 

@@ -7,7 +7,7 @@ are not part of the header: ``parse`` and ``build`` handle them around it.
 
 import construct as cs
 
-from .codec import BY_ID, WITH_CONTENT, MalamuteDecodeError
+from .codec import BY_ID, WITH_CONTENT, MalamuteDecodeError, Reason
 
 
 class _Utf8(cs.Adapter):
@@ -66,11 +66,11 @@ def _header_fields(cls):
 def parse(frames):
     """Decode one command from its frames with the declarative schema."""
     if not frames:
-        raise MalamuteDecodeError("no frames")
+        raise MalamuteDecodeError(Reason.FRAMES, "no frames")
     try:
         header = Header.parse(frames[0])
     except cs.ConstructError as exc:
-        raise MalamuteDecodeError("schema: %s" % exc) from None
+        raise MalamuteDecodeError(Reason.HEADER, "schema: %s" % exc) from None
     cls = BY_ID[header.id]
     values = {name: header.body[name] for name in _header_fields(cls)}
     if cls in WITH_CONTENT:

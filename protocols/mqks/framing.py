@@ -7,22 +7,17 @@ lines of any length; we cap them so one client cannot grow our memory without
 bound (see specs/mqks.md, "Where we differ").
 """
 
-from .errors import MqksProtocolError
+from .errors import MqksProtocolError, Reason
 
 DEFAULT_MAX_LINE = 1 << 20
 
 
-class LineTooLong(MqksProtocolError):
-    """A line (or an unterminated tail) is longer than `max_line` bytes.
-
-    `lines` holds the complete lines that came before it in this chunk, so the
-    door can still serve them before it answers the error and closes.  The
-    framer must not be fed again after this.
-    """
-
-    def __init__(self, lines):
-        super().__init__('MQKS line longer than the limit')
-        self.lines = lines
+def _too_long(lines):
+    """A line (or an unterminated tail) is longer than `max_line` bytes. `done` holds the
+    complete lines that came before it in this chunk, so the door can still serve them
+    before it answers the error and closes. The framer must not be fed again after this."""
+    return MqksProtocolError(Reason.LINE_TOO_LONG, 'MQKS line longer than the limit',
+                             done=lines)
 
 
 class LineFramer:
@@ -36,7 +31,8 @@ class LineFramer:
         self._size = 0    # total length of those pieces
 
     def feed(self, chunk):
-        """Return the list of lines completed by `chunk`; raise LineTooLong."""
+        """Return the list of lines completed by `chunk`; MqksProtocolError (LINE_TOO_LONG)
+        for a line over the limit."""
         lines = chunk.split(b'\n')
         tail = lines.pop()
         parts = self._parts
@@ -61,6 +57,6 @@ class LineFramer:
         if lines and max(map(len, lines)) > limit:
             for i, line in enumerate(lines):
                 if len(line) > limit:
-                    raise LineTooLong(lines[:i])
+                    raise _too_long(lines[:i])
         if tail_size > limit:
-            raise LineTooLong(lines)
+            raise _too_long(lines)

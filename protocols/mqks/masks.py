@@ -11,9 +11,9 @@ events, so masks are indexed: `*`-free masks are a set, the others are filed
 by segment count and first segment, and only masks that could match an event
 are tried on it. Masks whose first segment has a `*` must be tried on every
 event with their segment count; a rebind that would need more than
-MAX_MASK_TESTS such tries is refused (MqksArgumentError) before anything changes.
+MAX_MASK_TESTS such tries is refused (MqksProtocolError, ARGUMENT) before anything changes.
 """
-from mqksbridge.protocols.mqks.requests import MqksArgumentError
+from mqksbridge.protocols.mqks.errors import MqksProtocolError, Reason
 
 MAX_MASK_TESTS = 200_000     # mask-against-event tries one rebind may need
 
@@ -75,7 +75,8 @@ def _masked(events, masks):
     dotted = [(e, e.split(b'.')) for e in events if b'.' in e]
     tries = sum(len(scanned.get(len(segments), ())) for _, segments in dotted)
     if tries > MAX_MASK_TESTS:
-        raise MqksArgumentError('too many masks with a leading * for this queue\'s events')
+        raise MqksProtocolError(Reason.ARGUMENT,
+                                'too many masks with a leading * for this queue\'s events')
     masked = set()
     for event, segments in dotted:
         candidates = by_first.get((len(segments), segments[0]), [])

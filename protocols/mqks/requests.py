@@ -9,7 +9,7 @@ A parse error means the door answers `{id} error {eid}` and changes nothing.
 rest of the line is the consumer id, the queue name or the echo.
 """
 
-from .errors import MqksProtocolError
+from .errors import MqksProtocolError, Reason
 
 CONFIRM = b'--confirm '
 WHEN_UNUSED = b'--delete-queue-when-unused'
@@ -17,31 +17,24 @@ WHEN_UNUSED_EQ = WHEN_UNUSED + b'='
 WORKER_EQ = b'--worker='
 
 
-class MqksRequestError(MqksProtocolError):
-    """The line itself is unusable; `req_id` is the id to answer with (None -> `None`)."""
-
-    def __init__(self, req_id, reason):
-        super().__init__(reason)
-        self.req_id = req_id
-
-
-class MqksArgumentError(MqksProtocolError):
+def _argument(reason):
     """The action's arguments are invalid; the door answers an error reply."""
+    return MqksProtocolError(Reason.ARGUMENT, reason)
 
 
 def parse_request(line):
     """Split one line (without `\\n`) into `(req_id, action, data, confirm)`.
 
-    Raises MqksRequestError for a line with fewer than 3 parts (req_id None)
+    Raises MqksProtocolError (REQUEST) for a line with fewer than 3 parts (req_id None)
     or containing a TAB (the original dropped the connection; we answer).
     An empty action (double space) is returned as b'' for the door to refuse.
     """
     parts = line.rstrip().split(b' ', 2)
     if len(parts) < 3:
-        raise MqksRequestError(None, 'fewer than 3 parts')
+        raise MqksProtocolError(Reason.REQUEST, 'fewer than 3 parts', None)
     req_id, action, data = parts
     if 9 in line:  # TAB; an int probe is a plain memchr, several times faster than b'\t'
-        raise MqksRequestError(req_id, 'TAB in request')
+        raise MqksProtocolError(Reason.REQUEST, 'TAB in request', req_id)
     if data[:10] == CONFIRM:
         return req_id, action, data[10:], True
     return req_id, action, data, False
@@ -64,7 +57,7 @@ def parse_publish(data):
     """`event data...` -> `(event, body)`; the body keeps inner and leading spaces."""
     event, sep, body = data.partition(b' ')
     if not sep:
-        raise MqksArgumentError('publish needs an event and data')
+        raise _argument('publish needs an event and data')
     return event, body
 
 
@@ -76,15 +69,15 @@ def _seconds(token):
     """py2 `float()`: like py3's but without `_` digit separators."""
     value = token.replace(WHEN_UNUSED_EQ, b'')  # the original replaced every occurrence
     if b'_' in value:
-        raise MqksArgumentError('bad seconds %r' % value)
+        raise _argument('bad seconds %r' % value)
     try:
         seconds = float(value)
     except ValueError:
-        raise MqksArgumentError('bad seconds %r' % value) from None
+        raise _argument('bad seconds %r' % value) from None
     # nan, negatives and -inf made the timer raise inside a connection's teardown; inf
     # (the original's "never") stays, past MAX_SECONDS no timer is meant
     if not (0 <= seconds <= MAX_SECONDS or seconds == _INF):
-        raise MqksArgumentError('bad seconds %r' % value)
+        raise _argument('bad seconds %r' % value)
     return seconds
 
 
@@ -112,7 +105,7 @@ def parse_consume(data):
             elif token.startswith(WHEN_UNUSED_EQ):
                 when_unused = _seconds(token)
             else:
-                raise MqksArgumentError('unknown consume option %r' % token)
+                raise _argument('unknown consume option %r' % token)
         elif token:
             target.append(token)
     return queue, replace, add, when_unused, manual_ack
@@ -126,14 +119,14 @@ def parse_rebind(data):
     """
     queue, sep, rest = data.partition(b' ')
     if not sep:
-        raise MqksArgumentError('rebind needs arguments')
+        raise _argument('rebind needs arguments')
     lists = {b'--replace': [], b'--remove': [], b'--remove-mask': [], b'--add': []}
     target = lists[b'--replace']
     for token in rest.split(b' '):
         if token[:2] == b'--':
             target = lists.get(token)
             if target is None:
-                raise MqksArgumentError('unknown rebind option %r' % token)
+                raise _argument('unknown rebind option %r' % token)
         elif token:
             target.append(token)
     return (queue, lists[b'--replace'], lists[b'--remove'],
@@ -147,7 +140,7 @@ def parse_ack(data):
     """
     consumer_id, sep, msg_id = data.partition(b' ')
     if not sep:
-        raise MqksArgumentError('ack/reject needs a message id or --all')
+        raise _argument('ack/reject needs a message id or --all')
     return consumer_id, (None if msg_id == b'--all' else msg_id)
 
 
@@ -157,11 +150,11 @@ def parse_eval(data, worker=0):
         token, sep, data = data.partition(b' ')
         number = token[9:].split(b'=', 1)[0]
         if not sep or b'_' in number:
-            raise MqksArgumentError('bad --worker')
+            raise _argument('bad --worker')
         try:
             wanted = int(number)
         except ValueError:
-            raise MqksArgumentError('bad --worker') from None
+            raise _argument('bad --worker') from None
         if wanted != worker:
-            raise MqksArgumentError('--worker=%d is not this worker' % wanted)
+            raise _argument('--worker=%d is not this worker' % wanted)
     return data

@@ -11,7 +11,7 @@ tuples, strings and other mappings; calls to `len sorted str int list min max
 sum` with positional arguments and `'<sep>'.join(x)` on a string constant;
 `+ - * / // %` (no `**`, no sequence repetition, integers bounded); unary
 `- + not`; `and`/`or`; comparisons; list and tuple displays; str, int, float,
-bool and None constants.  Anything else raises EvalError.
+bool and None constants.  Anything else raises MqksProtocolError (EVAL).
 
 The reply is the Python 3 `str()` of the result (so `5`, `e1 e2`,
 `['a', 'b']`), UTF-8 encoded, and may not contain a newline.
@@ -34,6 +34,8 @@ import operator
 import warnings
 from collections.abc import Mapping
 
+from mqksbridge.protocols.mqks.errors import MqksProtocolError, Reason
+
 MAX_EXPRESSION = 8192        # bytes of source
 MAX_DEPTH = 100              # nesting of the expression tree
 MAX_INT_BITS = 256           # keeps integer arithmetic cheap
@@ -42,8 +44,9 @@ MAX_WORK = 5_000_000         # units of work per expression (see the module docs
 MAX_REPLY = 1 << 20          # characters of the reply
 
 
-class EvalError(Exception):
+def _refused(reason):
     """The expression is not allowed, or failed; the door answers an error reply."""
+    return MqksProtocolError(Reason.EVAL, reason)
 
 
 class Namespace:
@@ -83,7 +86,7 @@ _SUBSCRIPTABLE = (Mapping, list, tuple, str)
 
 def _number(value):
     if type(value) is int and value.bit_length() > MAX_INT_BITS:
-        raise EvalError('integer too large')
+        raise _refused('integer too large')
     return value
 
 
@@ -129,46 +132,46 @@ class _Evaluator:
         """Account for `units` of work before doing it; refuse past MAX_WORK."""
         self.work += units
         if self.work > MAX_WORK:
-            raise EvalError('expression needs too much work')
+            raise _refused('expression needs too much work')
 
     def measure(self, value, limit=MAX_VALUE):
         """`_size(value)`, charged (walking costs as much); refuse past `limit`."""
         size = _size(value, min(limit, MAX_WORK - self.work))
         self.charge(size)
         if size > limit:
-            raise EvalError('value too large')
+            raise _refused('value too large')
         return size
 
     def eval(self, node, depth):
         if depth > MAX_DEPTH:
-            raise EvalError('expression nested too deeply')
+            raise _refused('expression nested too deeply')
         self.charge(1)
         handler = _HANDLERS.get(type(node))
         if handler is None:
-            raise EvalError('%s is not allowed' % type(node).__name__)
+            raise _refused('%s is not allowed' % type(node).__name__)
         return handler(self, node, depth + 1)
 
     def constant(self, node, depth):
         if not isinstance(node.value, _CONSTANTS):
-            raise EvalError('constant %r is not allowed' % type(node.value).__name__)
+            raise _refused('constant %r is not allowed' % type(node.value).__name__)
         return _number(node.value)
 
     def name(self, node, depth):
         if node.id.startswith('_') or node.id not in self.names:
-            raise EvalError('unknown name %r' % node.id)
+            raise _refused('unknown name %r' % node.id)
         return self.names[node.id]
 
     def attribute(self, node, depth):
         owner = self.eval(node.value, depth)
         if not isinstance(owner, Namespace) or node.attr.startswith('_'):
-            raise EvalError('attribute %r is not allowed' % node.attr)
+            raise _refused('attribute %r is not allowed' % node.attr)
         key = (id(owner), node.attr)
         if key in self.views:
             return self.views[key]
         try:
             value = owner._attrs[node.attr]       # a stats view costs its size to compute
         except KeyError:
-            raise EvalError('unknown attribute %r' % node.attr) from None
+            raise _refused('unknown attribute %r' % node.attr) from None
         self.charge(len(value) if hasattr(value, '__len__') else 1)
         self.views[key] = value
         return value
@@ -176,7 +179,7 @@ class _Evaluator:
     def subscript(self, node, depth):
         owner = self.eval(node.value, depth)
         if not isinstance(owner, _SUBSCRIPTABLE):
-            raise EvalError('%s is not subscriptable here' % type(owner).__name__)
+            raise _refused('%s is not subscriptable here' % type(owner).__name__)
         index = self.eval(node.slice, depth)
         if type(index) is slice and not isinstance(owner, Mapping):
             self.charge(len(range(*index.indices(len(owner)))))   # a slice copies
@@ -186,25 +189,25 @@ class _Evaluator:
         bounds = [None if part is None else self.eval(part, depth)
                   for part in (node.lower, node.upper, node.step)]
         if not all(b is None or type(b) is int for b in bounds):
-            raise EvalError('slice bounds must be integers')
+            raise _refused('slice bounds must be integers')
         return slice(*bounds)
 
     def call(self, node, depth):
         if node.keywords:
-            raise EvalError('keyword arguments are not allowed')
+            raise _refused('keyword arguments are not allowed')
         args = [self.eval(arg, depth) for arg in node.args]
         func = node.func
         if isinstance(func, ast.Name) and func.id in _FUNCTIONS:
             function, least, most = _FUNCTIONS[func.id]
             if len(args) < least or (most is not None and len(args) > most):
-                raise EvalError('wrong number of arguments to %s' % func.id)
+                raise _refused('wrong number of arguments to %s' % func.id)
             self._charge_call(func.id, args)
             return _number(function(*args))
         if (isinstance(func, ast.Attribute) and func.attr == 'join'
                 and isinstance(func.value, ast.Constant)
                 and type(func.value.value) is str and len(args) == 1):
             return self.join(func.value.value, args[0])
-        raise EvalError('this call is not allowed')
+        raise _refused('this call is not allowed')
 
     def _charge_call(self, name, args):
         if name == 'len' or not args:
@@ -219,7 +222,7 @@ class _Evaluator:
         if hasattr(value, '__len__'):
             count = len(value)
             if count > MAX_VALUE:
-                raise EvalError('value too large')
+                raise _refused('value too large')
             self.charge(count)
             self.measure(tuple(value) if isinstance(value, Mapping) else value, MAX_WORK)
             if name == 'sorted':
@@ -228,34 +231,34 @@ class _Evaluator:
     def join(self, separator, iterable):
         """`separator.join(iterable)`, its size checked before it is built."""
         if not hasattr(iterable, '__len__') or len(iterable) > MAX_VALUE:
-            raise EvalError('value too large')
+            raise _refused('value too large')
         self.charge(len(iterable))
         parts = list(iterable)
         if not all(type(part) is str for part in parts):
-            raise EvalError('join needs strings')
+            raise _refused('join needs strings')
         size = sum(map(len, parts)) + len(separator) * max(len(parts) - 1, 0)
         if size > MAX_VALUE:
-            raise EvalError('value too large')
+            raise _refused('value too large')
         self.charge(size)
         return separator.join(parts)
 
     def binop(self, node, depth):
         op = _BINARY.get(type(node.op))
         if op is None:
-            raise EvalError('operator %s is not allowed' % type(node.op).__name__)
+            raise _refused('operator %s is not allowed' % type(node.op).__name__)
         left, right = self.eval(node.left, depth), self.eval(node.right, depth)
         if op is operator.add and type(left) is type(right) and type(left) in (str, list, tuple):
             if len(left) + len(right) > MAX_VALUE:
-                raise EvalError('result too large')
+                raise _refused('result too large')
             self.charge(len(left) + len(right))
         elif not (isinstance(left, (int, float)) and isinstance(right, (int, float))):
-            raise EvalError('arithmetic needs numbers')
+            raise _refused('arithmetic needs numbers')
         return _number(op(left, right))
 
     def unaryop(self, node, depth):
         op = _UNARY.get(type(node.op))
         if op is None:
-            raise EvalError('operator %s is not allowed' % type(node.op).__name__)
+            raise _refused('operator %s is not allowed' % type(node.op).__name__)
         return _number(op(self.eval(node.operand, depth)))
 
     def boolop(self, node, depth):
@@ -299,9 +302,9 @@ _HANDLERS = {
 
 
 def safe_eval(expression, names):
-    """Evaluate `expression` (str or bytes) against `names`; raise EvalError."""
+    """Evaluate `expression` (str or bytes) against `names`; raise MqksProtocolError (EVAL)."""
     if len(expression) > MAX_EXPRESSION:
-        raise EvalError('expression too long')
+        raise _refused('expression too long')
     try:
         if isinstance(expression, bytes):
             expression = expression.decode('utf-8')
@@ -309,23 +312,23 @@ def safe_eval(expression, names):
             warnings.simplefilter('ignore')
             tree = ast.parse(expression.strip(), mode='eval')
         return _Evaluator(names).eval(tree.body, 0)
-    except EvalError:
+    except MqksProtocolError:
         raise
     except Exception as exc:  # any failure of the user's expression is an error reply
-        raise EvalError('%s: %s' % (type(exc).__name__, exc)) from None
+        raise _refused('%s: %s' % (type(exc).__name__, exc)) from None
 
 
 def eval_reply(expression, names):
-    """The `_eval` reply payload: UTF-8 `str()` of the result; raise EvalError."""
+    """The `_eval` reply payload: UTF-8 `str()` of the result; raise MqksProtocolError (EVAL)."""
     result = safe_eval(expression, names)
     if _size(result, MAX_REPLY) > MAX_REPLY:
-        raise EvalError('reply too large')
+        raise _refused('reply too large')
     try:
         text = str(result)
-    except EvalError:
+    except MqksProtocolError:
         raise
     except Exception as exc:  # a view object whose __str__ fails
-        raise EvalError('%s: %s' % (type(exc).__name__, exc)) from None
+        raise _refused('%s: %s' % (type(exc).__name__, exc)) from None
     if len(text) > MAX_REPLY or '\n' in text:
-        raise EvalError('reply too large or not a single line')
+        raise _refused('reply too large or not a single line')
     return text.encode('utf-8', 'backslashreplace')

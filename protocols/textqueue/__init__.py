@@ -8,8 +8,11 @@ data pipeline all use it). See specs/textqueue.md.
   `record_start_in`: where to cut a file into byte ranges.
 - `encode_record`, `variable`, `flip`, `rewrite`, `merge_edits`, `flip_queued`: the writer
   and in-place edits; `edit_key`: what of a record those edits leave alone.
-- `journal`: our message-per-record layout (encode_message, decode, verify, edits).
-- `scan_queued`: the queued records of a journal segment in bulk, for recovery (queued).
+- `record`: the journal record's definition (variables, escaping, value codecs, checksum);
+  `journal`: our message-per-record layout over it (encode_message, decode, verify, edits).
+  Named fast paths beside them, held equal to the plain path by one property test:
+  `journal.encode_plain`/`encode_batch`, `columns.decode_columns`, `queued.scan_queued`/
+  `decode_fresh`, and `arrow_columns.Fields` (numpy/pyarrow, imported by the pipeline only).
 """
 from mqksbridge.protocols.textqueue.parser import Parser
 from mqksbridge.protocols.textqueue.records import (

@@ -9,18 +9,19 @@ one record with a few Python calls; here each field of a whole list of raw recor
 no Python code runs per record for text without a '%' in it, the retry counter, times
 and sizes of text bodies. Whatever needs more (percent-encoding, base64, headers, settle
 stamps in seconds or hours, CRLF line ends, a continuation line after a variable) is
-decoded by journal.py's own helpers, so there is still one decoder of each value.
+decoded by the record's own value codecs (record.py), so there is still one decoder of
+each value.
 
 `decode_columns(raws, names, base_ms)` returns one list per name, equal element for
 element to what `decode_fields` and `decode` give (held equal by hypothesis in
-tests/textqueue/test_textqueue_columns.py). Times are integer milliseconds here (the
+tests/textqueue/test_textqueue_fast_paths.py). Times are integer milliseconds here (the
 `*_ms` fields), so a reader can make exact timestamps of them.
 """
 import re
 from operator import itemgetter, methodcaller
 
-from mqksbridge.protocols.textqueue import journal
-from mqksbridge.protocols.textqueue.records import TextQueueError
+from mqksbridge.protocols.textqueue import record
+from mqksbridge.protocols.textqueue.records import Reason, TextQueueError
 
 #: The fields `decode_columns` knows: the envelope's, with times in milliseconds
 #: (`created_ms`, `expires_ms`, `settled_ms`, `settle_reason`, `settle_door`), `size` (the message's
@@ -29,19 +30,16 @@ FIELDS = ("status", "id", "subject", "sender", "origin", "tracker", "priority",
           "created_ms", "expires_ms", "retry", "settle_reason", "settled_ms", "settle_door", "headers",
           "frames", "frame_count", "size", "body")
 
-_DECODE = methodcaller("decode", "utf-8", "surrogateescape")
 _PARTITION = methodcaller("partition", b":")
 _NOTHING = (b"", b"", b"")
 _FIRST = itemgetter(0)
 _BEFORE_VARIABLES = methodcaller("partition", b"\n\\")
 _CONTINUED = re.compile(rb"\n\\[^\n]*\n ")        # a continuation line after a variable
-_SETTLE_REASONS = {code.encode(): reason for code, (reason, _) in journal.SETTLE_CODES.items()}
-_DOOR_OF = {letter.encode(): door for letter, door in journal.DOOR_LETTERS.items()}
-_VARIABLES = (b"i", b"s", b"f", b"t", b"ttl", b"r", b"e", b"tracker", b"priority", b"headers",
-              b"enc", b"frames")
-# Group 1 of a match is the first value of the variable, as journal._variable finds it.
+_SETTLE_REASONS = {code.encode(): reason for code, (reason, _) in record.SETTLE_CODES.items()}
+_DOOR_OF = {letter.encode(): door for letter, door in record.DOOR_LETTERS.items()}
+# Group 1 of a match is the first value of the variable, as record.value_of finds it.
 _SEARCHES = {name: re.compile(rb"\n\\" + re.escape(name) + rb"=([^\n]*)").search
-             for name in _VARIABLES}
+             for name in record.NAMES}
 
 
 def decode_columns(raws, names, base_ms=0) -> dict:
@@ -50,7 +48,8 @@ def decode_columns(raws, names, base_ms=0) -> dict:
     not decode raise TextQueueError, as there."""
     unknown = [name for name in names if name not in FIELDS]
     if unknown:
-        raise TextQueueError(f"no journal column {unknown[0]!r}; columns are {FIELDS}")
+        raise TextQueueError(Reason.ARGUMENT,
+                             f"no journal column {unknown[0]!r}; columns are {FIELDS}")
     columns = _Columns(raws, base_ms)
     return {name: getattr(columns, name)() for name in names}
 
@@ -62,7 +61,7 @@ class _Columns:
     def __init__(self, raws, base_ms):
         raws = raws if isinstance(raws, list) else list(raws)
         if b"\r" in b"".join(raws):                 # decode_fields reads CRLF as LF
-            raws = list(map(journal._raw, raws))
+            raws = list(map(record.raw_of, raws))
         self.raws = raws
         self.base_ms = base_ms
         self._cache = {}
@@ -83,7 +82,7 @@ class _Columns:
             if None not in ts:
                 base = self.base_ms
                 return [base + t for t in _ints(ts, "t")] if base else _ints(ts, "t")
-            return [0 if t is None else self.base_ms + journal._int(t, "t") for t in ts]
+            return [0 if t is None else self.base_ms + record.integer(t, "t") for t in ts]
         return self._get("created", make)
 
     def _heads(self):
@@ -94,13 +93,13 @@ class _Columns:
                     and _CONTINUED.search(b"\n".join(raws)) is None):
                 heads = [p[0] for p in map(_BEFORE_VARIABLES, raws)]
                 return list(map(chr, map(_FIRST, raws))), [h[1:] for h in heads]
-            heads = list(map(_head, raws))
+            heads = list(map(record.head_of, raws))
             return [h[0] for h in heads], [h[1] for h in heads]
         return self._get("heads", make)
 
     def _frames(self):
         return self._get("frames", lambda: [
-            journal._frames(body, enc, count) for body, enc, count
+            record.frames_of(body, enc, count) for body, enc, count
             in zip(self._heads()[1], self._values(b"enc"), self._values(b"frames"))])
 
     def _sender_origin(self):
@@ -143,9 +142,9 @@ class _Columns:
         try:
             created = self._created()
         except TextQueueError:          # a bad \t fails only the records with a ttl
-            created = [0 if ttl is None or t is None else self.base_ms + journal._int(t, "t")
+            created = [0 if ttl is None or t is None else self.base_ms + record.integer(t, "t")
                        for t, ttl in zip(self._values(b"t"), ttls)]
-        return [None if ttl is None else c + journal._int(ttl, "ttl")
+        return [None if ttl is None else c + record.integer(ttl, "ttl")
                 for c, ttl in zip(created, ttls)]
 
     def retry(self):
@@ -153,7 +152,7 @@ class _Columns:
         stripped = [v.rstrip(b" ") if v else b"" for v in values]
         if all(stripped):
             return _ints(stripped, "r")
-        return [journal._int(v, "r") if v else 0 for v in stripped]
+        return [record.integer(v, "r") if v else 0 for v in stripped]
 
     def settle_reason(self):
         return self._settles()[0]
@@ -165,7 +164,7 @@ class _Columns:
         return self._settles()[2]
 
     def headers(self):
-        return [None if v is None else journal._headers(v) for v in self._values(b"headers")]
+        return [None if v is None else record.headers_of(v) for v in self._values(b"headers")]
 
     def frames(self):
         return list(self._frames())
@@ -182,7 +181,7 @@ class _Columns:
             return [len(body) - body.count(b"\n ") for body in bodies]
         counts = self._values(b"frames")
         return [len(body) - body.count(b"\n ") if enc is None
-                else sum(map(len, journal._frames(body, enc, count)))
+                else sum(map(len, record.frames_of(body, enc, count)))
                 for body, enc, count in zip(bodies, encs, counts)]
 
     def body(self):
@@ -195,9 +194,9 @@ def _text(values):
         return [""] * len(values)
     if b"%" not in b"".join([v for v in values if v]):
         if None in values:
-            return [_DECODE(v) if v else "" for v in values]
-        return list(map(_DECODE, values))
-    return [journal._unpct(v) if v else "" for v in values]
+            return [record.ascii_text(v) if v else "" for v in values]
+        return list(map(record.ascii_text, values))
+    return [record.unescape(v) if v else "" for v in values]
 
 
 def _ints(values, what):
@@ -206,23 +205,14 @@ def _ints(values, what):
         return list(map(int, values))
     except ValueError:
         for v in values:
-            journal._int(v, what)           # raises with the value in the message
+            record.integer(v, what)           # raises with the value in the message
         raise
-
-
-def _head(raw):
-    """(control character, body as stored) of one record, as decode_fields has them:
-    a continuation line after a variable still belongs to the body."""
-    end = raw.find(b"\n\\")
-    if end < 0:
-        return journal._status(raw)
-    return journal._status(journal._parts(raw)[0] if b"\n " in raw[end:] else raw[:end])
 
 
 def _settles(values, created):
     """([reason], [settled ms], [door]) per record (None when not settled or not
     recorded). A stamp of a known code, an optional door letter and a millisecond count
-    is read here; any other goes through journal._settled (units, unknown codes and
+    is read here; any other goes through record.settle_of (units, unknown codes and
     letters, errors)."""
     reasons, times, doors = [], [], []
     reason_of, door_of = _SETTLE_REASONS, _DOOR_OF
@@ -237,7 +227,7 @@ def _settles(values, created):
         door = door_of.get(value[1:2])
         after = value[2:] if door else value[1:]
         if reason is None or not after.isdigit():
-            settle = journal._settled(value, created_ms)
+            settle = record.settle_of(value, created_ms)
             reason, door = settle.reason, settle.door
             after = value[1:]
             if after[:1].isupper():

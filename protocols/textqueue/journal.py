@@ -15,8 +15,12 @@ record (queue, segment number, creation time: the time base of its records), the
                                    character and \\r= (CRC-32, base64url)
 
 Optional variables sit between \\t and \\r: ttl, priority, tracker, headers, enc,
-frames. Variables hold ASCII only (percent-encoded UTF-8). specs/textqueue.md defines
-every variable, the checksum and the edits; this module is its one implementation.
+frames, moved. Variables hold ASCII only (percent-encoded UTF-8). specs/textqueue.md
+defines every variable, the checksum and the edits. record.py holds the definition (the
+variables, escaping, value codecs, checksum); this module is the plain path over it
+(encode_message, decode, decode_fields), the segment header, the in-place edits, and
+the broker's encoders (encode_plain, encode_batch), fast paths held equal to
+encode_message by tests/textqueue/test_textqueue_fast_paths.py.
 
 Names and widths are chosen for a size budget of 1.5 x body + 100 bytes: a typical message
 (20-byte body, 16-char id, 10-char subject, 25-char sender) costs 127 bytes.
@@ -28,57 +32,23 @@ import binascii
 import functools
 import re
 import struct
-import urllib.parse
 import zlib
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter, methodcaller, sub
 from typing import NamedTuple, Optional
 
-from mqksbridge.protocols.textqueue.records import Record, TextQueueError
+from mqksbridge.protocols.textqueue.record import DOOR_LETTERS, SETTLE_CODES  # noqa: F401 (API)
+from mqksbridge.protocols.textqueue.record import (
+    CODE_OF, FIELDS, LAYOUT, LETTER_OF, OPTIONAL, RETRY_MAX, RETRY_WIDTH,
+    SETTLE_WIDTH, STATUSES, TO_URLSAFE, Settle, ascii_text, checksum,
+    control_and_body, control_size, duration, escape, fast_checksum, frames_of, head_of,
+    headers_of, integer, is_text, raw_of, settle_of, settle_value, split_eq,
+    split_variables, to_ms, unescape, value_of)
+from mqksbridge.protocols.textqueue.records import Reason, Record, TextQueueError
 from mqksbridge.protocols.textqueue.writer import Edit
 
-LAYOUT = 1
-RETRY_WIDTH = 3
-SETTLE_WIDTH = 8
-RETRY_MAX = 10 ** RETRY_WIDTH - 1
 _TAIL = 7 + 4 + SETTLE_WIDTH + 10      # \r=NNN\n \e=........\n \c=cccccc\n
-
-# Settle codes: (reason, control character the record gets).
-SETTLE_CODES = {
-    "a": ("acked", "="),
-    "d": ("dead-lettered", "!"),
-    "x": ("expired", "!"),
-    "r": ("removed", "!"),
-    "m": ("moved", "#"),
-    "n": ("nacked", "!"),
-}
-_CODE_OF = {reason: (code, control) for code, (reason, control) in SETTLE_CODES.items()}
-STATUSES = {"-": "queued", "=": "done", "!": "error", "#": "comment"}
-# The door of the consumer that settled a record, one capital letter after the settle
-# code (`\e=aT350`: acked by a Twino consumer 350 ms after it was published).
-DOOR_LETTERS = {"K": "mqks", "M": "malamute", "T": "twino", "Q": "textqueue"}
-_LETTER_OF = {door: letter.encode() for letter, door in DOOR_LETTERS.items()}
-FIELDS = ("status", "id", "subject", "frames", "headers", "sender", "origin", "tracker",
-          "priority", "created_at", "expires_at", "retry", "settled", "body")
-
-# Bytes a variable value never holds literally: controls, space (trailing spaces are
-# padding), '%', DEL and everything outside ASCII.
-_ESCAPED = bytes(range(0x21)) + b"%\x7f" + bytes(range(0x80, 0x100))
-_ESCAPE_SETS = {extra: (_ESCAPED + extra, re.compile(b"[%s]" % re.escape(_ESCAPED + extra)))
-                for extra in (b"", b":", b"&=")}
-_URLSAFE = bytes.maketrans(b"+/", b"-_")
-_EQ_SPLIT = methodcaller("split", b"=", 1)
-
-
-class Settle(NamedTuple):
-    """How and when a record was settled: `reason` (a SETTLE_CODES reason, or the code
-    itself when unknown), `at` (seconds since the epoch) and `door`, the door of the
-    consumer that settled it (a DOOR_LETTERS name, the letter itself when unknown, or
-    None when not recorded)."""
-    reason: str
-    at: float
-    door: Optional[str] = None
 
 
 class Header(NamedTuple):
@@ -120,76 +90,8 @@ class Envelope:
 
 # -- encoding ------------------------------------------------------------------------------
 
-def is_text(body: bytes) -> bool:
-    """Whether a body can be stored as text: UTF-8 without NUL or CR (what every
-    TextQueue reader, the reference one included, reads back unchanged)."""
-    if b"\x00" in body or b"\r" in body:
-        return False
-    if body.isascii():
-        return True
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _pct(text, extra=b""):
-    try:
-        data = text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        raise TextQueueError(f"{text!r} holds a lone surrogate that stands for no byte") from None
-    escaped, pattern = _ESCAPE_SETS[extra]
-    if len(data.translate(None, escaped)) == len(data):
-        return data
-    return pattern.sub(lambda m: b"%%%02X" % m.group()[0], data)
-
-
 def _b64(data):
     return binascii.b2a_base64(data, newline=False)
-
-
-def _checksum(data):
-    return binascii.b2a_base64(zlib.crc32(data).to_bytes(4, "big"), newline=False)[:6].translate(_URLSAFE)
-
-
-# The base64url of every 12 bits: a CRC-32 is three of them (the last padded with four
-# zero bits), so `_fast_checksum` is three lookups where `_checksum` makes four objects.
-_PAIRS = [bytes((a, b)) for a in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-          for b in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"]
-
-
-def _fast_checksum(data, crc32=zlib.crc32, pairs=_PAIRS):
-    """`_checksum(data)` by table (tests hold the two equal)."""
-    c = crc32(data)
-    return pairs[c >> 20] + pairs[(c >> 8) & 0xFFF] + pairs[(c & 0xFF) << 4]
-
-
-def _ms(seconds):
-    return round(seconds * 1000)
-
-
-def _after(ms, width=7):
-    """A duration in `width` characters: ms, else seconds or hours (7: the settle
-    field less its code; 6 when a door letter takes one)."""
-    ms = max(ms, 0)
-    if ms < 10 ** width:
-        return b"%d" % ms
-    if ms < 10 ** (width + 2):
-        return b"%ds" % (ms // 1000)
-    return b"%dh" % min(ms // 3_600_000, 10 ** (width - 1) - 1)
-
-
-def _settle_value(reason, settled_at, created_ms, door=None):
-    code = _CODE_OF.get(reason)
-    if code is None:
-        raise TextQueueError(f"unknown settle reason {reason!r}")
-    if door is None:
-        return code[0].encode() + _after(_ms(settled_at) - created_ms)
-    letter = _LETTER_OF.get(door)
-    if letter is None:
-        raise TextQueueError(f"unknown door {door!r}; doors are {sorted(_LETTER_OF)}")
-    return code[0].encode() + letter + _after(_ms(settled_at) - created_ms, 6)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -198,9 +100,9 @@ def _sender_lines(subject, origin, sender):
     with the same ones (they repeat: a queue sees few subjects and senders)."""
     lines = b""
     if subject:
-        lines += b"\\s=" + _pct(subject) + b"\n"
+        lines += b"\\s=" + escape(subject) + b"\n"
     if origin or sender:
-        lines += b"\\f=" + _pct(origin, b":") + b":" + _pct(sender) + b"\n"
+        lines += b"\\f=" + escape(origin, b":") + b":" + escape(sender) + b"\n"
     return lines
 
 
@@ -212,12 +114,12 @@ def encode_message(message, *, base_ms=0, status="-", retry=0, settled=None,
     `moved`, a (segment, offset) pair, marks a copy that compaction carried forward from
     that place (see `moved_from`)."""
     if status not in STATUSES:
-        raise TextQueueError(f"not a journal status: {status!r}")
+        raise TextQueueError(Reason.ARGUMENT, f"not a journal status: {status!r}")
     fixed = encode_fields(message, base_ms, moved)
-    settle = b"" if settled is None else _settle_value(settled.reason, settled.at,
-                                                       _ms(message.created_at), settled.door)
+    settle = b"" if settled is None else settle_value(settled.reason, settled.at,
+                                                       to_ms(message.created_at), settled.door)
     return b"%s%s\\r=%-3d\n\\e=%-8s\n\\c=%s\n" % (
-        status.encode(), fixed, min(max(retry, 0), RETRY_MAX), settle, _checksum(fixed))
+        status.encode(), fixed, min(max(retry, 0), RETRY_MAX), settle, checksum(fixed))
 
 
 # The fresh record's tail before its checksum: retry 0, an empty settle field.
@@ -239,7 +141,7 @@ def encode_plain(message, base_ms=0) -> Optional[bytes]:
         return None
     if b"\n" in body:
         body = body.replace(b"\n", b"\n ")
-    ident = message.id          # printable ASCII but space and '%': what _pct keeps
+    ident = message.id          # printable ASCII but space and '%': what escape keeps
     if (not ident or not ident.isascii() or not ident.isprintable() or " " in ident
             or "%" in ident):
         return None
@@ -247,7 +149,7 @@ def encode_plain(message, base_ms=0) -> Optional[bytes]:
     lines = _sender_lines(message.subject, message.origin, message.sender)
     fixed = b"%s\n\\i=%s\n%s\\t=%d\n" % (body, ident, lines,
                                              round(message.created_at * 1000) - base_ms)
-    return b"-%s%s%s\n" % (fixed, _FRESH_TAIL, _fast_checksum(fixed))
+    return b"-%s%s%s\n" % (fixed, _FRESH_TAIL, fast_checksum(fixed))
 
 
 def encode_batch(messages, base_ms=0, retries=None, settled=(), runs=()) -> tuple:
@@ -376,7 +278,7 @@ def _bulk_records(messages, fixed, settled, runs):
     # each CRC as 4 bytes and 2 zero bytes: 8 base64 characters, the first 6 its checksum
     sums = struct.unpack("6s2x" * n, binascii.b2a_base64(
         struct.pack(">" + "I2x" * n, *map(zlib.crc32, fixed)),
-        newline=False).translate(_URLSAFE))
+        newline=False).translate(TO_URLSAFE))
     sizes = list(map(_TAIL_SIZE.__add__, map(len, fixed)))
     if not settled:
         return (_FRESH_RECORD * n) % tuple(chain.from_iterable(zip(fixed, sums))), sizes
@@ -450,19 +352,19 @@ def encode_fields(message, base_ms=0, moved=None) -> bytes:
         coding = b"\\enc=base64\n\\frames=%d\n" % len(frames)
     out = [body, b"\n"]
     if message.id:
-        out += (b"\\i=", _pct(message.id), b"\n")
+        out += (b"\\i=", escape(message.id), b"\n")
     lines = _sender_lines(message.subject, message.origin, message.sender)
     out.append(lines)
-    created = _ms(message.created_at)
+    created = to_ms(message.created_at)
     out.append(b"\\t=%d\n" % (created - base_ms))
     if message.expires_at is not None:
-        out.append(b"\\ttl=%d\n" % (_ms(message.expires_at) - created))
+        out.append(b"\\ttl=%d\n" % (to_ms(message.expires_at) - created))
     if message.priority:
         out.append(b"\\priority=1\n")
     if message.tracker:
-        out += (b"\\tracker=", _pct(message.tracker), b"\n")
+        out += (b"\\tracker=", escape(message.tracker), b"\n")
     if message.headers:
-        out += (b"\\headers=", b"&".join([_pct(k, b"&=") + b"=" + _pct(v, b"&=")
+        out += (b"\\headers=", b"&".join([escape(k, b"&=") + b"=" + escape(v, b"&=")
                                           for k, v in message.headers.items()]), b"\n")
     out.append(coding)
     if moved is not None:
@@ -478,128 +380,10 @@ def encode_header(queue: str, segment: int, created_ms: int) -> bytes:
             b" Times in ms: \\t= after \\created= below; \\e= is a settle code and ms after \\t=."
             b" See specs/textqueue.md.\n"
             b"\\queue=%s\n\\segment=%d\n\\created=%d\n\\layout=%d\n"
-            % (_pct(queue), segment, created_ms, LAYOUT))
+            % (escape(queue), segment, created_ms, LAYOUT))
 
 
 # -- decoding ------------------------------------------------------------------------------
-
-def _raw(record):
-    """A record's raw bytes with CRLF line ends made LF (an editor may have changed them)."""
-    raw = record if type(record) is bytes else record.raw
-    if b"\r" in raw:
-        raw = raw.replace(b"\r\n", b"\n")
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-    return raw
-
-
-_ascii = methodcaller("decode", "utf-8", "surrogateescape")    # values with no '%' in them
-
-
-def _unpct(value):
-    if b"%" in value:
-        value = urllib.parse.unquote_to_bytes(value)
-    return value.decode("utf-8", "surrogateescape")
-
-
-def _int(value, name):
-    try:
-        return int(value)
-    except ValueError:
-        raise TextQueueError(f"{name} is not an integer: {value!r}") from None
-
-
-def _control_size(raw):
-    lead = raw[0] if raw else 0
-    return 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
-
-
-def _parts(raw):
-    """(head, {name: value}): the control and body lines, and the variables (the
-    first of a name wins). A continuation line after a variable stays in the body,
-    as the readers have it."""
-    parts = raw.split(b"\n\\")
-    head = parts[0]
-    variables = parts[1:]
-    if b"\n " in raw[len(head):]:
-        head, variables = _regroup(head, variables)
-    variables.reverse()
-    try:
-        return head, dict(map(_EQ_SPLIT, variables))
-    except ValueError:                      # a variable without '='
-        return head, dict(_EQ_SPLIT(v) for v in variables if b"=" in v)
-
-
-def _regroup(head, variables):
-    lines = [head]
-    names = []
-    for part in variables:
-        first, *rest = part.split(b"\n")
-        names.append(first)
-        lines += rest
-    return b"\n".join(lines), names
-
-
-def _status(head):
-    size = _control_size(head)
-    return head[:size].decode("utf-8", "surrogateescape"), head[size:]
-
-
-def _frames(body, enc, count):
-    if enc is None:
-        return (body.replace(b"\n ", b"\n") if b"\n" in body else body,)
-    if enc != b"base64":
-        raise TextQueueError(f"unknown body encoding {enc!r}")
-    try:
-        if count is None:
-            return (binascii.a2b_base64(body, strict_mode=True),)
-        count = _int(count, "frames")
-        if count == 0 and not body:
-            return ()
-        parts = body.split(b" ")
-        if len(parts) != count:
-            raise TextQueueError(f"{len(parts)} base64 frames where frames={count}")
-        return tuple(binascii.a2b_base64(part, strict_mode=True) for part in parts)
-    except binascii.Error as e:
-        raise TextQueueError(f"body is not base64: {e}") from None
-
-
-def _headers(value):
-    if value is None:
-        return None
-    headers = {}
-    for pair in value.split(b"&"):
-        key, eq, val = pair.partition(b"=")
-        if not eq:
-            raise TextQueueError(f"header without '=': {pair!r}")
-        headers[_unpct(key)] = _unpct(val)
-    return headers
-
-
-def _settled(value, created_ms):
-    value = value.rstrip(b" ") if value else b""
-    if not value:
-        return None
-    code = value[:1].decode("ascii", "replace")
-    after = value[1:]
-    door = None
-    if after[:1].isupper():
-        letter = after[:1].decode()
-        door = DOOR_LETTERS.get(letter, letter)
-        after = after[1:]
-    unit = 1
-    if after[-1:] == b"s":
-        after, unit = after[:-1], 1000
-    elif after[-1:] == b"h":
-        after, unit = after[:-1], 3_600_000
-    reason = SETTLE_CODES.get(code, (code,))[0]
-    return Settle(reason, (created_ms + _int(after, "settle time") * unit) / 1000, door)
-
-
-def _created_ms(variables, base_ms):
-    t = variables.get(b"t")
-    return base_ms + _int(t, "t") if t is not None else 0
-
 
 # The layout encode_message writes, matched whole: a journal record decodes from one
 # C-level match instead of a split and a dict. Anything else (hand edits, other variables,
@@ -607,7 +391,7 @@ def _created_ms(variables, base_ms):
 _LAYOUT = re.compile(
     rb"([-=!#])([^\n]*(?:\n [^\n]*)*)"
     rb"(?:\n\\i=([^\n]*))?(?:\n\\s=([^\n]*))?(?:\n\\f=([^\n]*))?\n\\t=([^\n]*)"
-    rb"((?:\n\\(?:ttl|priority|tracker|headers|enc|frames|moved)=[^\n]*)*)"
+    rb"((?:\n\\(?:%s)=[^\n]*)*)" % b"|".join(OPTIONAL) +
     rb"\n\\r=([^\n]*)\n\\e=([^\n]*)\n\\c=[^\n]*")
 _NO_VARIABLES = {}.get
 
@@ -616,7 +400,7 @@ def decode(record, base_ms=0) -> Envelope:
     """The envelope of a journal record (a `Record` or raw bytes); `base_ms` is the
     segment header's `created_ms`. Missing variables take their defaults; values that
     do not decode raise TextQueueError."""
-    raw = _raw(record)
+    raw = raw_of(record)
     match = _LAYOUT.fullmatch(raw)
     if match is None:
         return _decode_any(raw, base_ms)
@@ -625,15 +409,15 @@ def decode(record, base_ms=0) -> Envelope:
     if optional:
         names = optional.split(b"\n\\")[1:]
         names.reverse()
-        get = dict(map(_EQ_SPLIT, names)).get
+        get = dict(map(split_eq, names)).get
     return _envelope(raw.find(b"%", 1 + len(body)) >= 0, status.decode(), body,
                      i, s, f, t, get, r, e, base_ms)
 
 
 def _decode_any(raw, base_ms):
     """decode for any record: variables in any order, unknown ones, hand edits."""
-    head, v = _parts(raw)
-    status, body = _status(head)
+    head, v = split_variables(raw)
+    status, body = control_and_body(head)
     get = v.get
     return _envelope(raw.find(b"%", len(head)) >= 0, status, body,
                      get(b"i"), get(b"s"), get(b"f"), get(b"t"), get, get(b"r"), get(b"e"), base_ms)
@@ -641,8 +425,8 @@ def _decode_any(raw, base_ms):
 
 def _envelope(pct, status, body, i, s, f, t, get, r, e, base_ms):
     """The Envelope of located values (None: absent); `get` finds the optional ones."""
-    text = _unpct if pct else _ascii
-    created = base_ms + _int(t, "t") if t is not None else 0
+    text = unescape if pct else ascii_text
+    created = base_ms + integer(t, "t") if t is not None else 0
     origin, _, sender = f.partition(b":") if f is not None else (b"", b"", b"")
     ttl = get(b"ttl")
     tracker = get(b"tracker")
@@ -650,67 +434,53 @@ def _envelope(pct, status, body, i, s, f, t, get, r, e, base_ms):
     retry = r.rstrip(b" ") if r is not None else b""
     return Envelope(
         "" if i is None else text(i), "" if s is None else text(s),
-        _frames(body, get(b"enc"), get(b"frames")),
-        None if headers is None else _headers(headers),
+        frames_of(body, get(b"enc"), get(b"frames")),
+        None if headers is None else headers_of(headers),
         text(sender), text(origin), "" if tracker is None else text(tracker),
         get(b"priority") == b"1", created / 1000,
-        None if ttl is None else (created + _int(ttl, "ttl")) / 1000,
-        status, _int(retry, "r") if retry else 0,
-        None if e is None else _settled(e, created))
-
-
-def _variable(raw, name):
-    """The value of the first variable `name` in raw bytes, by search: no parsing."""
-    needle = b"\n\\" + name + b"="
-    start = raw.find(needle)
-    if start < 0:
-        return None
-    start += len(needle)
-    end = raw.find(b"\n", start)
-    return raw[start:] if end < 0 else raw[start:end]
+        None if ttl is None else (created + integer(ttl, "ttl")) / 1000,
+        status, integer(retry, "r") if retry else 0,
+        None if e is None else settle_of(e, created))
 
 
 def _field_readers():
     def origin_sender(raw, index):
-        value = _variable(raw, b"f")
-        return "" if value is None else _unpct(value.partition(b":")[index])
+        value = value_of(raw, b"f")
+        return "" if value is None else unescape(value.partition(b":")[index])
 
     def text(name):
-        return lambda raw, base: _unpct(_variable(raw, name) or b"")
+        return lambda raw, base: unescape(value_of(raw, name) or b"")
 
     def created(raw, base):
-        t = _variable(raw, b"t")
-        return base + _int(t, "t") if t is not None else 0
+        t = value_of(raw, b"t")
+        return base + integer(t, "t") if t is not None else 0
 
     def expires(raw, base):
-        ttl = _variable(raw, b"ttl")
-        return None if ttl is None else (created(raw, base) + _int(ttl, "ttl")) / 1000
+        ttl = value_of(raw, b"ttl")
+        return None if ttl is None else (created(raw, base) + integer(ttl, "ttl")) / 1000
 
     def retry(raw, base):
-        value = (_variable(raw, b"r") or b"").rstrip(b" ")
-        return _int(value, "r") if value else 0
+        value = (value_of(raw, b"r") or b"").rstrip(b" ")
+        return integer(value, "r") if value else 0
 
     def body(raw, base):
-        end = raw.find(b"\n\\")
-        if end < 0:
-            return _status(raw)
-        return _status(_parts(raw)[0] if b"\n " in raw[end:] else raw[:end])
+        return head_of(raw)
 
     return {
         "status": lambda raw, base: body(raw, base)[0],
         "id": text(b"i"),
         "subject": text(b"s"),
-        "frames": lambda raw, base: _frames(body(raw, base)[1], _variable(raw, b"enc"),
-                                            _variable(raw, b"frames")),
-        "headers": lambda raw, base: _headers(_variable(raw, b"headers")),
+        "frames": lambda raw, base: frames_of(body(raw, base)[1], value_of(raw, b"enc"),
+                                            value_of(raw, b"frames")),
+        "headers": lambda raw, base: headers_of(value_of(raw, b"headers")),
         "sender": lambda raw, base: origin_sender(raw, 2),
         "origin": lambda raw, base: origin_sender(raw, 0),
         "tracker": text(b"tracker"),
-        "priority": lambda raw, base: _variable(raw, b"priority") == b"1",
+        "priority": lambda raw, base: value_of(raw, b"priority") == b"1",
         "created_at": lambda raw, base: created(raw, base) / 1000,
         "expires_at": expires,
         "retry": retry,
-        "settled": lambda raw, base: _settled(_variable(raw, b"e"), created(raw, base)),
+        "settled": lambda raw, base: settle_of(value_of(raw, b"e"), created(raw, base)),
         "body": lambda raw, base: body(raw, base)[1].replace(b"\n ", b"\n"),
     }
 
@@ -721,18 +491,19 @@ _READERS = _field_readers()
 def decode_fields(record, names, base_ms=0) -> tuple:
     """Only the named envelope fields (see FIELDS; "body" is the body as stored: the
     text, or the base64 of a binary body), each found by a search in the raw bytes."""
-    raw = _raw(record)
+    raw = raw_of(record)
     try:
         return tuple([_READERS[name](raw, base_ms) for name in names])
     except KeyError as e:
-        raise TextQueueError(f"no journal field {e.args[0]!r}; fields are {FIELDS}") from None
+        raise TextQueueError(Reason.ARGUMENT,
+                             f"no journal field {e.args[0]!r}; fields are {FIELDS}") from None
 
 
 def checksum_state(record) -> str:
     """"ok" (the checksum matches), "edited" (`\\c=-`: an operator changed the record by
     hand and vouches for it), "missing" (no `\\c` variable) or "mismatch"."""
-    raw = _raw(record)
-    value = _variable(raw, b"c")
+    raw = raw_of(record)
+    value = value_of(raw, b"c")
     if value is None:
         return "missing"
     value = value.rstrip(b" ")
@@ -741,7 +512,7 @@ def checksum_state(record) -> str:
     mutable = raw.find(b"\n\\r=")
     if mutable < 0 or not raw:
         return "mismatch"
-    return "ok" if _checksum(raw[_control_size(raw):mutable + 1]) == value else "mismatch"
+    return "ok" if checksum(raw[control_size(raw):mutable + 1]) == value else "mismatch"
 
 
 def verify(record) -> bool:
@@ -775,13 +546,13 @@ def moved_from(record) -> Optional[tuple]:
     """(segment, offset) of the record this one is a compaction copy of, or None. The
     place, not the id, names the original: ids may repeat (a Twino producer chooses its
     own), places never do."""
-    value = _variable(_raw(record), b"moved")
+    value = value_of(raw_of(record), b"moved")
     if value is None:
         return None
     segment, dot, offset = value.rstrip(b" ").partition(b".")
     if not dot:
-        raise TextQueueError(f"moved is not segment.offset: {value!r}")
-    return _int(segment, "moved segment"), _int(offset, "moved offset")
+        raise TextQueueError(Reason.FIELD, f"moved is not segment.offset: {value!r}")
+    return integer(segment, "moved segment"), integer(offset, "moved offset")
 
 
 def decode_header(record) -> Optional[Header]:
@@ -791,10 +562,10 @@ def decode_header(record) -> Optional[Header]:
     if record.control != "#" or record.variable("queue") is None:
         return None
     values = {v.name: v.value for v in reversed(record.variables)}
-    return Header(_unpct(values["queue"].encode("utf-8", "surrogateescape")),
-                  _int(values.get("segment", "0"), "segment"),
-                  _int(values.get("created", "0"), "created"),
-                  _int(values.get("layout", "0"), "layout"))
+    return Header(unescape(values["queue"].encode("utf-8", "surrogateescape")),
+                  integer(values.get("segment", "0"), "segment"),
+                  integer(values.get("created", "0"), "created"),
+                  integer(values.get("layout", "0"), "layout"))
 
 
 # -- in-place edits ------------------------------------------------------------------------
@@ -820,20 +591,21 @@ def places_of(record: Record) -> Places:
     retry = record.variable("r")
     settle = record.variable("e")
     if retry is None or settle is None:
-        raise TextQueueError(f"record at {record.offset} has no \\r or \\e variable")
+        raise TextQueueError(Reason.FIELD, f"record at {record.offset} has no \\r or \\e variable")
     return Places(record.offset, retry.value_offset, retry.width, settle.value_offset, settle.width)
 
 
 def _fit(offset, width, data):
     if len(data) > width:
-        raise TextQueueError(f"{data!r} does not fit the {width} bytes reserved at {offset}")
+        raise TextQueueError(Reason.FIT,
+                             f"{data!r} does not fit the {width} bytes reserved at {offset}")
     return Edit(offset, data.ljust(width))
 
 
 def status_edit(places: Places, control: str) -> Edit:
     """Flip the record's control character."""
     if control not in STATUSES:
-        raise TextQueueError(f"not a journal status: {control!r}")
+        raise TextQueueError(Reason.ARGUMENT, f"not a journal status: {control!r}")
     return Edit(places.status, control.encode())
 
 
@@ -853,7 +625,7 @@ def settle_edit(places: Places, reason: str, settled_at: float, created_at: floa
     """Stamp the settle field: the reason's code, the door of the consumer that
     settled it when given (a DOOR_LETTERS name), and the time since `created_at`."""
     return _fit(places.settle, places.settle_width,
-                _settle_value(reason, settled_at, _ms(created_at), door))
+                settle_value(reason, settled_at, to_ms(created_at), door))
 
 
 def settle_fresh(record: bytes, reason: str, settled_at: float, created_at: float,
@@ -863,27 +635,27 @@ def settle_fresh(record: bytes, reason: str, settled_at: float, created_at: floa
     writes it settled)."""
     known = _FRESH_STAMPS.get((reason, door))
     if known is None:
-        _settle_value(reason, settled_at, _ms(created_at), door)    # raises why
+        settle_value(reason, settled_at, to_ms(created_at), door)    # raises why
     control, prefix, width, limit = known
     ms = round(settled_at * 1000) - round(created_at * 1000)
-    stamp = prefix + (b"%d" % ms if 0 <= ms < limit else _after(ms, width))
+    stamp = prefix + (b"%d" % ms if 0 <= ms < limit else duration(ms, width))
     return b"%s%s%-8s%s" % (control, record[1:-19], stamp, record[-11:])
 
 
 # (reason, door) -> what settle_fresh needs: the control character, the code (and door
-# letter) and the width and limit of the time after them (_settle_value, precomputed).
+# letter) and the width and limit of the time after them (settle_value, precomputed).
 _FRESH_STAMPS = {
-    (reason, door): (control.encode(), code.encode() + (b"" if door is None else _LETTER_OF[door]),
+    (reason, door): (control.encode(), code.encode() + (b"" if door is None else LETTER_OF[door]),
                      7 if door is None else 6, 10 ** (7 if door is None else 6))
-    for reason, (code, control) in _CODE_OF.items() for door in (None, *_LETTER_OF)}
+    for reason, (code, control) in CODE_OF.items() for door in (None, *LETTER_OF)}
 
 
 def settle_edits(places: Places, reason: str, settled_at: float, created_at: float,
                  door: Optional[str] = None) -> list:
     """Settle a record: its reason's control character and the settle stamp (an ack
     stamps "acked" and gets `=`, dead-lettering, expiry and removal get `!`)."""
-    code = _CODE_OF.get(reason)
+    code = CODE_OF.get(reason)
     if code is None:
-        raise TextQueueError(f"unknown settle reason {reason!r}")
+        raise TextQueueError(Reason.ARGUMENT, f"unknown settle reason {reason!r}")
     return [Edit(places.status, code[1].encode()),
             settle_edit(places, reason, settled_at, created_at, door)]

@@ -15,7 +15,8 @@ parser skips to the next line that starts a record.
 This is the simple path the bulk `scan` is held equal to (tests/textqueue).
 """
 from mqksbridge.protocols.textqueue.records import (
-    DEFAULT_MAX_RECORD, ORPHAN, TOO_LONG, Damage, Incomplete, Record, TextQueueError)
+    DEFAULT_MAX_RECORD, ORPHAN, TOO_LONG, Damage, Incomplete, Reason, Record,
+    TextQueueError)
 
 _SPACE, _BACKSLASH, _LF = 0x20, 0x5C, 0x0A
 
@@ -27,7 +28,7 @@ class Parser:
 
     def __init__(self, offset=0, max_record=DEFAULT_MAX_RECORD):
         if max_record < 2:
-            raise TextQueueError("max_record must be at least 2 bytes")
+            raise TextQueueError(Reason.ARGUMENT, "max_record must be at least 2 bytes")
         self.max_record = max_record
         self.offset = offset          # absolute offset of the next byte to come
         self._start = None            # offset of the record in progress, None if none

@@ -32,20 +32,20 @@ from itertools import compress, repeat
 from operator import add, getitem, is_, itemgetter, methodcaller, ne, sub, truediv
 from typing import NamedTuple, Optional
 
-from mqksbridge.protocols.textqueue.journal import (
-    RETRY_MAX, RETRY_WIDTH, SETTLE_WIDTH, _ascii, _checksum, _unpct, whole_tail)
+from mqksbridge.protocols.textqueue.journal import whole_tail
+from mqksbridge.protocols.textqueue.record import (
+    CHECKSUM_WIDTH, RETRY_MAX, RETRY_WIDTH, SETTLE_WIDTH, ascii_text, checksum, unescape)
 from mqksbridge.protocols.textqueue.records import Record
 from mqksbridge.protocols.textqueue.scan import Scan, scan
 
-_CHECKSUM_WIDTH = 6
 # The tail of a fresh record up to its checksum value, for every retry it can hold.
 _FRESH = {b"\n\\r=%s\n\\e=%s\n\\c=" % (b"%d" % retry + b" " * (RETRY_WIDTH - len(b"%d" % retry)),
                                      b" " * SETTLE_WIDTH): retry
           for retry in range(RETRY_MAX + 1)}
 _HEAD = len(next(iter(_FRESH)))
-_TAIL = slice(-(_HEAD + _CHECKSUM_WIDTH), -_CHECKSUM_WIDTH)
-_VALUE = slice(-_CHECKSUM_WIDTH, None)
-_IMMUTABLE = slice(1, -(_HEAD + _CHECKSUM_WIDTH - 1))   # after '-', up to the '\n' before \r=
+_TAIL = slice(-(_HEAD + CHECKSUM_WIDTH), -CHECKSUM_WIDTH)
+_VALUE = slice(-CHECKSUM_WIDTH, None)
+_IMMUTABLE = slice(1, -(_HEAD + CHECKSUM_WIDTH - 1))   # after '-', up to the '\n' before \r=
 _QUEUED = bytes(int(b == 0x2D) for b in range(256))      # '-' -> 1, any other byte -> 0
 _STANDARD = bytes.maketrans(b"-_", b"+/")
 _PAD = b"A" * 10            # 6 characters + 10 = 16: one value is 12 bytes, 3 words
@@ -105,7 +105,7 @@ def decode_fresh(raws, sizes, base_ms=0):
         return [], [], [], [], [], []
     ends = list(map(add, sizes, repeat(1)))
     bodies = list(map(getitem, raws, map(slice, repeat(1), ends)))
-    middles = list(map(getitem, raws, map(slice, ends, repeat(-(_HEAD + _CHECKSUM_WIDTH)))))
+    middles = list(map(getitem, raws, map(slice, ends, repeat(-(_HEAD + CHECKSUM_WIDTH)))))
     # each record's variables are exactly \\i \\s \\f \\t: 4 separators per record, at its
     # start, so the n matches over them all are the n records' own
     if list(map(bytes.count, middles, repeat(b"\n\\"))).count(_PLAIN_VARIABLES) != n:
@@ -121,7 +121,7 @@ def decode_fresh(raws, sizes, base_ms=0):
         created = list(map(truediv, map(add, map(int, ts), repeat(base_ms)), repeat(1000)))
     except ValueError:
         return None
-    text = _unpct if b"%" in joined else _ascii
+    text = unescape if b"%" in joined else ascii_text
     split = list(map(_BY_COLON, fs))
     return (list(map(text, ids)), list(map(text, subjects)), bodies,
             list(map(text, map(_SENDER, split))), list(map(text, map(_ORIGIN, split))),
@@ -140,7 +140,7 @@ def _fresh(raws, buffer):
     stored = _stored(values)
     if stored != crcs:
         if stored is None:
-            _drop(retries, sizes, map(ne, map(_checksum, immutable), values))
+            _drop(retries, sizes, map(ne, map(checksum, immutable), values))
         else:
             _drop(retries, sizes, map(ne, crcs, stored))
     for needle in _NOT_IN_IMMUTABLE:

@@ -6,8 +6,11 @@ so both readers (the incremental `Parser` and the bulk `scan`) hand out the same
 and a reader that only needs offsets or raw bytes pays nothing more. See
 specs/textqueue.md for the format and for why each decision was taken.
 """
+import enum
 import re
 from typing import NamedTuple
+
+from mqksbridge.protocols.errors import ProtocolError
 
 DEFAULT_MAX_RECORD = 128 << 20      # a 64 MiB message as base64 plus its variables fits
 
@@ -24,9 +27,18 @@ TOO_LONG = "too-long"    # a record longer than the reader's maximum record size
 _SURROGATES = re.compile("[\udc80-\udcff]+")
 
 
-class TextQueueError(ValueError):
-    """The one error of this package: a value the writer, an edit or the journal cannot
-    take, or journal fields that do not decode. The readers never raise it on input."""
+class Reason(enum.Enum):
+    """What the writer, an edit or the journal could not take (TextQueueError.code)."""
+    ARGUMENT = "argument"    # a setting or name outside what the function takes
+    VALUE = "value"          # a body, variable or text the format cannot hold
+    FIT = "fit"              # an edit that does not fit the bytes it is to change
+    FIELD = "field"          # a journal field that does not decode
+
+
+class TextQueueError(ProtocolError):
+    """The one error of this package (`code` a Reason): a value the writer, an edit or the
+    journal cannot take, or journal fields that do not decode. The readers never raise it
+    on input: they report damage and go on (specs/errors.md)."""
 
 
 class Problem(NamedTuple):

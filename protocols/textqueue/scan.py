@@ -22,7 +22,8 @@ from operator import attrgetter, itemgetter
 from typing import NamedTuple, Optional
 
 from mqksbridge.protocols.textqueue.records import (
-    DEFAULT_MAX_RECORD, ORPHAN, TOO_LONG, Damage, Incomplete, Record, TextQueueError)
+    DEFAULT_MAX_RECORD, ORPHAN, TOO_LONG, Damage, Incomplete, Reason, Record,
+    TextQueueError)
 
 _SPLIT = re.compile(rb"\n(?=[^ \\])")
 # A line start whose first byte begins a record: not a space, backslash or blank line
@@ -57,7 +58,7 @@ def scan(buffer: bytes, offset=0, max_record=DEFAULT_MAX_RECORD) -> Scan:
     """Every record of `buffer`, whose first byte is at file offset `offset`. The end
     of the buffer is taken as the end of the input (see the module docstring)."""
     if max_record < 2:
-        raise TextQueueError("max_record must be at least 2 bytes")
+        raise TextQueueError(Reason.ARGUMENT, "max_record must be at least 2 bytes")
     if not buffer:
         return Scan([], [], b"", [], None)
     pieces = _SPLIT.split(buffer)
@@ -132,7 +133,7 @@ def record_start_in(file, offset, chunk=1 << 16) -> int:
     """File offset of the first record start at or after `offset` in a binary file
     opened for reading, or the file's size when there is none."""
     if chunk < 3:
-        raise TextQueueError("chunk must be at least 3 bytes")
+        raise TextQueueError(Reason.ARGUMENT, "chunk must be at least 3 bytes")
     base = max(offset - 1, 0)           # keep the byte before `offset`: is it a line end?
     pos = offset - base
     file.seek(base)

@@ -19,7 +19,7 @@ record whatever those edits did to it.
 """
 from typing import NamedTuple
 
-from mqksbridge.protocols.textqueue.records import Record, TextQueueError, Variable
+from mqksbridge.protocols.textqueue.records import Reason, Record, TextQueueError, Variable
 
 _NOT_CONTROL = frozenset(" \\\n\r")
 
@@ -32,16 +32,17 @@ class Edit(NamedTuple):
 
 def _encode(text, what):
     if "\r" in text:
-        raise TextQueueError(f"{what} contains a CR, which readers disagree on")
+        raise TextQueueError(Reason.VALUE, f"{what} contains a CR, which readers disagree on")
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        raise TextQueueError(f"{what} is not valid Unicode (a lone surrogate)") from None
+        raise TextQueueError(Reason.VALUE,
+                             f"{what} is not valid Unicode (a lone surrogate)") from None
 
 
 def _control(control):
     if len(control) != 1 or control in _NOT_CONTROL:
-        raise TextQueueError(f"not a control character: {control!r}")
+        raise TextQueueError(Reason.ARGUMENT, f"not a control character: {control!r}")
     return _encode(control, "control character")
 
 
@@ -49,9 +50,11 @@ def variable(name: str, value: str = "", width: int = 0) -> str:
     """The text of a `name=value` variable whose value has room for `width` bytes
     (padded with spaces, which readers take as reserved room)."""
     if not name or "=" in name or "\n" in name:
-        raise TextQueueError(f"not a variable name: {name!r}")
+        raise TextQueueError(Reason.VALUE, f"not a variable name: {name!r}")
     if "\n" in value or value.endswith(" "):
-        raise TextQueueError(f"a variable value cannot hold a newline or end with a space: {value!r}")
+        raise TextQueueError(Reason.VALUE,
+                             "a variable value cannot hold a newline or end with a space: "
+                             f"{value!r}")
     size = len(_encode(value, "variable value"))
     return f"{name}={value}" + " " * (width - size)
 
@@ -67,13 +70,13 @@ def encode_record(control: str, body, variables=()) -> bytes:
         try:
             data.decode("utf-8")
         except UnicodeDecodeError:
-            raise TextQueueError("body bytes are not UTF-8") from None
+            raise TextQueueError(Reason.VALUE, "body bytes are not UTF-8") from None
         if b"\r" in data:
-            raise TextQueueError("body contains a CR, which readers disagree on")
+            raise TextQueueError(Reason.VALUE, "body contains a CR, which readers disagree on")
     out = [_control(control), data.replace(b"\n", b"\n "), b"\n"]
     for text in variables:
         if "\n" in text:
-            raise TextQueueError(f"a variable cannot span lines: {text!r}")
+            raise TextQueueError(Reason.VALUE, f"a variable cannot span lines: {text!r}")
         out += (b"\\", _encode(text, "variable"), b"\n")
     return b"".join(out)
 
@@ -83,10 +86,12 @@ def flip(target, control: str) -> Edit:
     whose control character is one byte) to `control`, itself one byte."""
     data = _control(control)
     if len(data) != 1:
-        raise TextQueueError(f"an in-place control character must be one byte: {control!r}")
+        raise TextQueueError(Reason.ARGUMENT,
+                             f"an in-place control character must be one byte: {control!r}")
     if isinstance(target, Record):
         if len(target.control.encode("utf-8", "surrogateescape")) != 1:
-            raise TextQueueError(f"cannot flip the multi-byte control character {target.control!r}")
+            raise TextQueueError(Reason.ARGUMENT,
+                                 f"cannot flip the multi-byte control character {target.control!r}")
         target = target.offset
     return Edit(target, data)
 
@@ -95,11 +100,14 @@ def rewrite(var: Variable, value: str) -> Edit:
     """Replace a variable's value in place, padded with spaces to the room it has
     (`var.width` bytes); the whole text for a variable without `=`."""
     if "\n" in value or value.endswith(" "):
-        raise TextQueueError(f"a variable value cannot hold a newline or end with a space: {value!r}")
+        raise TextQueueError(Reason.VALUE,
+                             "a variable value cannot hold a newline or end with a space: "
+                             f"{value!r}")
     data = _encode(value, "variable value")
     room = var.width
     if len(data) > room:
-        raise TextQueueError(f"{len(data)} bytes do not fit the {room} reserved for {var.text!r}")
+        raise TextQueueError(Reason.FIT,
+                             f"{len(data)} bytes do not fit the {room} reserved for {var.text!r}")
     return Edit(var.value_offset, data + b" " * (room - len(data)))
 
 
@@ -117,9 +125,9 @@ def merge_edits(edits, data: bytes, base: int, max_gap: int = 1024) -> list:
         start = offset - base
         stop = start + len(chunk)
         if start < 0 or stop > end:
-            raise TextQueueError(f"edit at {offset} lies outside the bytes given")
+            raise TextQueueError(Reason.FIT, f"edit at {offset} lies outside the bytes given")
         if run_end is not None and start < run_end:
-            raise TextQueueError(f"edits overlap at {offset}")
+            raise TextQueueError(Reason.FIT, f"edits overlap at {offset}")
         if run_end is not None and start - run_end <= max_gap:
             parts += (data[run_end:start], chunk)
         else:
@@ -140,10 +148,11 @@ def flip_queued(data: bytes, base: int, first: int, last: int, control: str = "=
     with a space, a variable with a backslash)."""
     new = _control(control)
     if len(new) != 1:
-        raise TextQueueError(f"an in-place control character must be one byte: {control!r}")
+        raise TextQueueError(Reason.ARGUMENT,
+                             f"an in-place control character must be one byte: {control!r}")
     start, stop = first - base, last - base + 1
     if start < 0 or stop > len(data) or start >= stop:
-        raise TextQueueError(f"records {first} to {last} lie outside the bytes given")
+        raise TextQueueError(Reason.FIT, f"records {first} to {last} lie outside the bytes given")
     region = data[start:stop].replace(b"\n-", b"\n" + new)
     if region[:1] == b"-":
         region = new + region[1:]

@@ -11,6 +11,8 @@ import struct
 import uuid
 from dataclasses import dataclass, replace
 
+from mqksbridge.protocols.errors import ProtocolError
+
 PROTOCOL = b"TMQP/2.0"
 PROTOCOL_V1 = b"TMQ/1.01"
 PROTOCOLS = (PROTOCOL, PROTOCOL_V1)
@@ -38,16 +40,19 @@ EVENT_UNSUBSCRIBE = 0
 EVENT_SUBSCRIBE = 1
 
 
-class TwinoProtocolError(ValueError):
-    """Bytes that are not TMQP/2.0, or a frame that cannot be put on the wire.
+class Reason(enum.Enum):
+    """Which TMQP/2.0 rule was broken (TwinoProtocolError.code)."""
+    FRAME = "frame"          # bytes that are no frame, or a frame over max_frame_size
+    ENCODE = "encode"        # a frame that cannot be put on the wire
+    OPTIONS = "options"      # an operation's options that are not the JSON object it takes
+    HELLO = "hello"          # a handshake that repeats a key
 
-    `frames` holds the frames a decoder completed before it met the error, so a connection
-    can still act on them in order.
+
+class TwinoProtocolError(ProtocolError):
+    """Bytes that are not TMQP/2.0, or a frame that cannot be put on the wire: `code` a
+    Reason. `done` holds the frames a decoder completed before it met the error, so a
+    connection can still act on them in order (specs/errors.md).
     """
-
-    def __init__(self, reason: str, frames: list | None = None):
-        super().__init__(reason)
-        self.frames = frames or []
 
 
 class MessageType(enum.IntEnum):
@@ -239,7 +244,7 @@ def _name_bytes(value: str | None, what: str) -> bytes:
         return b""
     raw = value.encode("utf-8")
     if len(raw) > MAX_NAME_BYTES:
-        raise TwinoProtocolError(f"{what} is longer than {MAX_NAME_BYTES} bytes")
+        raise TwinoProtocolError(Reason.ENCODE, f"{what} is longer than {MAX_NAME_BYTES} bytes")
     return raw
 
 
@@ -248,11 +253,12 @@ def encode_headers(headers) -> bytes:
     lines = []
     for key, value in headers:
         if not key or ":" in key or "\r\n" in key or "\r\n" in value:
-            raise TwinoProtocolError(f"header {key!r} cannot be written as Key:Value")
+            raise TwinoProtocolError(Reason.ENCODE,
+                                     f"header {key!r} cannot be written as Key:Value")
         lines.append(f"{key}:{value}\r\n")
     block = "".join(lines).encode("utf-8")
     if len(block) > MAX_HEADER_BYTES:
-        raise TwinoProtocolError("header block is longer than 65535 bytes")
+        raise TwinoProtocolError(Reason.ENCODE, "header block is longer than 65535 bytes")
     return _U16.pack(len(block)) + block
 
 
@@ -277,7 +283,7 @@ def encode(frame: Frame, header_block: bytes | None = None) -> bytes:
     if kind == 0x0A:
         return PONG_BYTES
     if not 0 <= kind <= TYPE_MASK:
-        raise TwinoProtocolError(f"message type {kind} does not fit in 6 bits")
+        raise TwinoProtocolError(Reason.ENCODE, f"message type {kind} does not fit in 6 bits")
     mid = _name_bytes(frame.message_id, "message id")
     src = _name_bytes(frame.source, "source")
     tgt = _name_bytes(frame.target, "target")
@@ -317,7 +323,8 @@ def pack_head(b0: int, b1: int, lid: int, lsrc: int, ltgt: int, content_type: in
             return _HEAD32.pack(b0, b1, lid, lsrc, ltgt, content_type, 254, n)
         return _HEAD64.pack(b0, b1, lid, lsrc, ltgt, content_type, 255, n)
     except struct.error as exc:
-        raise TwinoProtocolError(f"content type {content_type!r} is not a uint16") from exc
+        raise TwinoProtocolError(Reason.ENCODE,
+                                 f"content type {content_type!r} is not a uint16") from exc
 
 
 class FrameDecoder:
@@ -363,7 +370,7 @@ class FrameDecoder:
         try:
             pos = self._parse(src, frames)
         except TwinoProtocolError as exc:
-            exc.frames = frames
+            exc.done = frames
             raise
         if src is buf:
             del buf[:pos]  # O(1) for CPython bytearrays: it moves the start offset
@@ -408,13 +415,14 @@ class FrameDecoder:
             if has_headers:
                 if end - q < 2:
                     if q - pos + n > limit:
-                        raise TwinoProtocolError(f"frame exceeds the {limit} byte limit")
+                        raise TwinoProtocolError(Reason.FRAME,
+                                                 f"frame exceeds the {limit} byte limit")
                     need = q + 2 - pos
                     break
                 q += 2 + _U16.unpack_from(src, q)[0]
             frame_end = q + n
             if frame_end - pos > limit:
-                raise TwinoProtocolError(f"frame exceeds the {limit} byte limit")
+                raise TwinoProtocolError(Reason.FRAME, f"frame exceeds the {limit} byte limit")
             if frame_end > end:
                 need = frame_end - pos
                 break
@@ -486,7 +494,7 @@ def append_headers(raw: bytes, headers, first_acquirer: bool | None = None,
     else:
         block, rest = extra, raw[q:]
     if len(block) > MAX_HEADER_BYTES:
-        raise TwinoProtocolError("header block is longer than 65535 bytes")
+        raise TwinoProtocolError(Reason.ENCODE, "header block is longer than 65535 bytes")
     if first_acquirer is not None:
         b0 = b0 | FIRST_ACQUIRER if first_acquirer else b0 & _NOT_FIRST_ACQUIRER
     if pending_ack is not None:
@@ -525,7 +533,8 @@ class FrameTemplate:
     def __init__(self, raw: bytes):
         b0, b1, lid, lsrc, ltgt, ctype, n = _HEAD8.unpack_from(raw, 0)
         if lid or n:
-            raise TwinoProtocolError("a template frame has no message id and no content")
+            raise TwinoProtocolError(Reason.ENCODE,
+                                     "a template frame has no message id and no content")
         self.b0 = b0 & ~(FIRST_ACQUIRER | HIGH_PRIORITY)
         self.b1 = b1 & ~PENDING_ACK
         self.lsrc, self.ltgt, self.content_type = lsrc, ltgt, ctype
@@ -551,7 +560,7 @@ def decode(data: bytes, apply_ttl: bool = False) -> Frame:
     decoder = FrameDecoder(max(len(data), 8), apply_ttl)
     frames = decoder.feed(data)
     if len(frames) != 1 or decoder.buffered:
-        raise TwinoProtocolError("data is not exactly one complete frame")
+        raise TwinoProtocolError(Reason.FRAME, "data is not exactly one complete frame")
     return frames[0]
 
 

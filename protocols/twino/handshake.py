@@ -12,7 +12,7 @@ from typing import Callable
 
 from .codec import (
     DEFAULT_MAX_FRAME_SIZE, PROTOCOLS, ContentType, Frame, FrameDecoder, Header, MessageType,
-    ResultCode, TwinoProtocolError, accepted, encode, new_id, refused,
+    Reason, ResultCode, TwinoProtocolError, accepted, encode, new_id, refused,
 )
 
 # Before its hello is in (and its token checked) a connection is a stranger: the broker holds
@@ -79,7 +79,7 @@ def parse_hello(content: bytes) -> Hello:
         if not colon or not key:
             continue
         if key.lower() in seen:
-            raise TwinoProtocolError(f"hello repeats the key {key!r}")
+            raise TwinoProtocolError(Reason.HELLO, f"hello repeats the key {key!r}")
         seen.add(key.lower())
         properties[key] = value.strip()
     known = {key.lower(): value or None for key, value in properties.items()}
@@ -135,7 +135,7 @@ class TwinoServerConnection:
             frames = self._decoder.feed(data)
             error = None
         except TwinoProtocolError as exc:
-            frames, error = exc.frames, str(exc)
+            frames, error = exc.done, str(exc)
         for frame in frames:
             if self.state is State.HELLO:
                 if frame.type != MessageType.SERVER or frame.content_type != ContentType.HELLO:

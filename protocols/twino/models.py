@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 
-from .codec import Frame, MessageType, TwinoProtocolError
+from .codec import Frame, MessageType, Reason, TwinoProtocolError
 
 # Server-side QueueStatus (what the broker reports and what option JSON numbers mean to it).
 QUEUE_STATUS_NAMES = ("broadcast", "push", "roundrobin", "pull", "cache", "paused", "stopped")
@@ -206,9 +206,9 @@ def parse_options(content: bytes, names=CHANNEL_OPTIONS) -> dict[str, object]:
     try:
         data = json.loads(content.decode("utf-8")) if content.strip() else {}
     except (UnicodeDecodeError, ValueError) as exc:
-        raise TwinoProtocolError(f"options are not JSON: {exc}") from None
+        raise TwinoProtocolError(Reason.OPTIONS, f"options are not JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise TwinoProtocolError("options JSON is not an object")
+        raise TwinoProtocolError(Reason.OPTIONS, "options JSON is not an object")
     by_lower = {name.lower(): name for name in names}
     options = {_snake(by_lower[key.lower()]): value for key, value in data.items()
                if key.lower() in by_lower and value is not None}
@@ -217,7 +217,7 @@ def parse_options(content: bytes, names=CHANNEL_OPTIONS) -> dict[str, object]:
         # JSON allows NaN, Infinity, 1e400 and fractions; the server's fields are C# ints
         if (type(value) not in (int, float) or value != value or value in (INF, -INF)
                 or value != int(value) or not 0 <= value <= INT_MAX):
-            raise TwinoProtocolError(f"option {name} is not a whole number from 0 to "
-                                     f"{INT_MAX}: {value!r}")
+            raise TwinoProtocolError(Reason.OPTIONS, f"option {name} is not a whole number "
+                                     f"from 0 to {INT_MAX}: {value!r}")
         options[name] = int(value)
     return options

@@ -12,7 +12,7 @@ from construct import (
     Switch, Terminated, this,
 )
 
-from .codec import Frame, MessageType, TwinoProtocolError
+from .codec import Frame, MessageType, Reason, TwinoProtocolError
 
 PROTOCOL_BYTES = OneOf(Bytes(8), [b"TMQP/2.0", b"TMQ/1.01"])
 """The 8 bytes a client sends first and the server echoes."""
@@ -102,7 +102,7 @@ def parse_frame(data: bytes) -> Frame:
     try:
         parsed = _ONE_FRAME.parse(data).frame
     except ConstructError as exc:
-        raise TwinoProtocolError(f"not a TMQP/2.0 frame: {exc}") from None
+        raise TwinoProtocolError(Reason.FRAME, f"not a TMQP/2.0 frame: {exc}") from None
     kind, flags, body = parsed.kind, parsed.flags, parsed.body
     frame = Frame(kind.type, kind.first_acquirer, kind.high_priority, flags.ttl,
                   flags.pending_response, flags.pending_ack)
@@ -130,4 +130,4 @@ def build_frame(frame: Frame) -> bytes:
     try:
         return FRAME.build({"kind": kind, "flags": flags, "body": body})
     except ConstructError as exc:
-        raise TwinoProtocolError(f"frame cannot be built: {exc}") from None
+        raise TwinoProtocolError(Reason.ENCODE, f"frame cannot be built: {exc}") from None

@@ -20,8 +20,11 @@ bytes: the hot path, no object per message) and leaves the rare events below in
 follow it; a `Ping` or `PeerError` may be handled after the messages of the same call.
 See specs/zmtp.md.
 """
+import enum
 import struct
 from dataclasses import dataclass
+
+from mqksbridge.protocols.errors import ProtocolError
 
 GREETING_SIZE = 64
 # signature (0xFF, 8 padding bytes, 0x7F), version 3.1, mechanism NULL, as-server 0, filler.
@@ -48,12 +51,18 @@ _NEXT = [bytes((MORE, n)) for n in range(256)]
 _LONG_MORE, _LONG_LAST = bytes((LONG | MORE,)), bytes((LONG,))
 
 
-class ZmtpError(Exception):
-    """The peer broke the protocol; `reason` is what to log (and send as ERROR)."""
+class Reason(enum.Enum):
+    """Which ZMTP rule a peer broke (ZmtpError.code)."""
+    GREETING = "greeting"        # not ZMTP 3.x, or another security mechanism
+    HANDSHAKE = "handshake"      # a command, or a message, out of the handshake's order
+    FRAME = "frame"              # a malformed frame or command
+    LIMIT = "limit"              # a message or frame over the configured size
+    CURVE = "curve"              # a CURVE box that does not open, a replayed nonce
 
-    def __init__(self, reason):
-        super().__init__(reason)
-        self.reason = reason
+
+class ZmtpError(ProtocolError):
+    """The peer broke the protocol: `code` a Reason, `reason` what to log (and send as
+    ERROR), `done` the messages completed before the violation (protocols.errors)."""
 
 
 @dataclass(frozen=True)
@@ -171,11 +180,11 @@ def parse_metadata(data):
         n = data[pos]
         name_end = pos + 1 + n
         if n == 0 or name_end + 4 > end:
-            raise ZmtpError("malformed READY metadata")
+            raise ZmtpError(Reason.FRAME, "malformed READY metadata")
         size = _U32.unpack_from(data, name_end)[0]
         value_end = name_end + 4 + size
         if value_end > end:
-            raise ZmtpError("malformed READY metadata")
+            raise ZmtpError(Reason.FRAME, "malformed READY metadata")
         props[bytes(data[pos + 1:name_end]).decode("ascii", "replace").lower()] = \
             bytes(data[name_end + 4:value_end])
         pos = value_end
@@ -187,13 +196,13 @@ def check_greeting(greeting, mechanism=NULL):
     shorter prefix is checked as far as it goes (a ZMTP 1.0/2.0 peer never sends 64 bytes)."""
     n = len(greeting)
     if n and greeting[0] != 0xFF or n > 9 and not greeting[9] & 1:
-        raise ZmtpError("not a ZMTP 3 peer (unversioned greeting)")
+        raise ZmtpError(Reason.GREETING, "not a ZMTP 3 peer (unversioned greeting)")
     if n > 10 and greeting[10] < 3:
         minor = greeting[11] if n > 11 else 0
-        raise ZmtpError(f"ZMTP {greeting[10]}.{minor} is not supported (need 3.x)")
+        raise ZmtpError(Reason.GREETING, f"ZMTP {greeting[10]}.{minor} is not supported (need 3.x)")
     theirs = bytes(greeting[12:32]).rstrip(b"\x00")
     if n >= 32 and theirs != mechanism:
-        raise ZmtpError(f"security mechanism {theirs!r} is not supported "
+        raise ZmtpError(Reason.GREETING, f"security mechanism {theirs!r} is not supported "
                         f"(only {mechanism.decode()})")
 
 
@@ -231,7 +240,7 @@ class Connection:
     def welcome(self):
         """PLAIN: the credentials are good (WELCOME); the peer's INITIATE comes next."""
         if self.state != "authenticating":
-            raise ZmtpError(f"WELCOME while {self.state}")
+            raise ZmtpError(Reason.HANDSHAKE, f"WELCOME while {self.state}")
         self.state = "initiate"
         return command(b"WELCOME")
 
@@ -248,7 +257,7 @@ class Connection:
 
     def receive_data(self, data):
         """The messages (lists of frames) completed by `data`; events go to `events`.
-        ZmtpError on a protocol violation."""
+        ZmtpError on a protocol violation, its `done` the messages completed before it."""
         buf = self._buf
         if len(buf) + len(data) < self._need:
             buf += data
@@ -269,9 +278,10 @@ class Connection:
                 self.state = "hello" if self.mechanism == PLAIN else "handshake"
                 pos = GREETING_SIZE
             pos = self._frames(src, pos, out)
-        except ZmtpError:
+        except ZmtpError as exc:
             if self.state != "greeting":     # the caller sends ERROR only past the greeting
                 self.state = "closed"
+            exc.done = out                   # served before the error (specs/errors.md)
             raise
         if pos < len(src):
             buf += src[pos:]
@@ -308,9 +318,9 @@ class Connection:
                     break
                 size += n + FRAME_COST
                 if size > limit:
-                    raise ZmtpError(f"message over the {limit} byte limit")
+                    raise ZmtpError(Reason.LIMIT, f"message over the {limit} byte limit")
                 if len(parts) >= frames:
-                    raise ZmtpError(f"message over the {frames} frame limit")
+                    raise ZmtpError(Reason.LIMIT, f"message over the {frames} frame limit")
                 parts.append(src[pos + 2:stop])
                 pos = stop
                 if not flags:
@@ -327,19 +337,19 @@ class Connection:
                 n = src[pos + 1]
                 start = pos + 2
             if flags & 0xF8:
-                raise ZmtpError(f"reserved frame flags set ({flags:#04x})")
+                raise ZmtpError(Reason.FRAME, f"reserved frame flags set ({flags:#04x})")
             stop = start + n
             if flags & COMMAND:
                 if parts:
-                    raise ZmtpError("command frame inside a multipart message")
+                    raise ZmtpError(Reason.FRAME, "command frame inside a multipart message")
                 if n > 0xFFFF + 256:
-                    raise ZmtpError("command frame too large")
+                    raise ZmtpError(Reason.LIMIT, "command frame too large")
             elif not traffic:
-                raise ZmtpError("message before the handshake completed")
+                raise ZmtpError(Reason.HANDSHAKE, "message before the handshake completed")
             elif size + n + FRAME_COST > limit:
-                raise ZmtpError(f"message over the {limit} byte limit")
+                raise ZmtpError(Reason.LIMIT, f"message over the {limit} byte limit")
             elif len(parts) >= frames:
-                raise ZmtpError(f"message over the {frames} frame limit")
+                raise ZmtpError(Reason.LIMIT, f"message over the {frames} frame limit")
             if stop > end:
                 need = stop - pos
                 break
@@ -362,40 +372,40 @@ class Connection:
 
     def _command(self, body):
         if not body or len(body) < 1 + body[0]:
-            raise ZmtpError("malformed command frame")
+            raise ZmtpError(Reason.FRAME, "malformed command frame")
         name, data = body[1:1 + body[0]], body[1 + body[0]:]
         if self.state == "handshake":
             if name != b"READY":
-                raise ZmtpError(f"expected READY, got {name!r}")
+                raise ZmtpError(Reason.HANDSHAKE, f"expected READY, got {name!r}")
             return self._ready(data)
         if self.state == "hello":
             if name != b"HELLO":
-                raise ZmtpError(f"expected HELLO, got {name!r}")
+                raise ZmtpError(Reason.HANDSHAKE, f"expected HELLO, got {name!r}")
             self.state = "authenticating"
             return _plain_hello(data)
         if self.state == "authenticating":
-            raise ZmtpError(f"{name!r} before WELCOME")
+            raise ZmtpError(Reason.HANDSHAKE, f"{name!r} before WELCOME")
         if self.state == "initiate":
             if name != b"INITIATE":
-                raise ZmtpError(f"expected INITIATE, got {name!r}")
+                raise ZmtpError(Reason.HANDSHAKE, f"expected INITIATE, got {name!r}")
             return self._ready(data)
         if name == b"PING":
             if len(data) < 2 or len(data) > 18:
-                raise ZmtpError("malformed PING")
+                raise ZmtpError(Reason.FRAME, "malformed PING")
             return Ping(int.from_bytes(data[:2], "big"), data[2:])
         if name == b"ERROR":
             n = data[0] if data else 0
             return PeerError(data[1:1 + n].decode("utf-8", "replace"))
         if name == b"READY":
-            raise ZmtpError("READY after the handshake")
+            raise ZmtpError(Reason.HANDSHAKE, "READY after the handshake")
         return None                      # PONG, SUBSCRIBE, CANCEL...: nothing to do here
 
     def _ready(self, data):
         props = parse_metadata(data)
         socket_type = props.get("socket-type", b"").decode("ascii", "replace")
         if socket_type not in PEERS_OF.get(self.socket_type, ()):
-            raise ZmtpError(f"socket type {socket_type or '(none)'} cannot talk to "
-                            f"{self.socket_type}")
+            raise ZmtpError(Reason.HANDSHAKE, f"socket type {socket_type or '(none)'} cannot "
+                            f"talk to {self.socket_type}")
         self.state = "traffic"
         return Ready(socket_type, props.get("identity", b""), props)
 
@@ -403,6 +413,6 @@ class Connection:
 def _plain_hello(data):
     """HELLO's body: username and password, each with a one-byte size (RFC 24)."""
     if not data or len(data) < 2 + data[0] or len(data) != 2 + data[0] + data[1 + data[0]]:
-        raise ZmtpError("malformed HELLO")
+        raise ZmtpError(Reason.FRAME, "malformed HELLO")
     n = data[0]
     return PlainHello(bytes(data[1:1 + n]), bytes(data[2 + n:]))

@@ -31,7 +31,7 @@ from nacl.exceptions import CryptoError
 
 from mqksbridge.protocols.zmtp.codec import (COMMAND, DEFAULT_MAX_FRAMES, DEFAULT_MAX_MESSAGE,
                                              GREETING, GREETING_SIZE, LONG, MORE, Connection,
-                                             PeerError, ZmtpError, _U64, check_greeting,
+                                             PeerError, Reason, ZmtpError, _U64, check_greeting,
                                              command, frame, metadata)
 
 CURVE = b"CURVE"
@@ -59,7 +59,7 @@ def _open(box, nonce, pk, sk, what):
     try:
         return crypto_box_open_easy(box, nonce, pk, sk)
     except CryptoError:
-        raise ZmtpError(f"CURVE {what}: the box does not open") from None
+        raise ZmtpError(Reason.CURVE, f"CURVE {what}: the box does not open") from None
 
 
 class CurveConnection:
@@ -123,33 +123,41 @@ class CurveConnection:
         plain = []
         end = len(src)
         need = 2
-        while end - pos >= 2 and self.state != "closed":
-            flags = src[pos]
-            if flags & 0xF8:
-                raise ZmtpError(f"reserved frame flags set ({flags:#04x})")
-            if flags & LONG:
-                if end - pos < 9:
-                    need = 9
+        try:
+            while end - pos >= 2 and self.state != "closed":
+                flags = src[pos]
+                if flags & 0xF8:
+                    raise ZmtpError(Reason.FRAME, f"reserved frame flags set ({flags:#04x})")
+                if flags & LONG:
+                    if end - pos < 9:
+                        need = 9
+                        break
+                    n, start = _U64.unpack_from(src, pos + 1)[0], pos + 9
+                else:
+                    n, start = src[pos + 1], pos + 2
+                if n > self._max_frame or (n > MAX_COMMAND and self.state != "traffic"):
+                    raise ZmtpError(Reason.LIMIT, f"frame over the {self._max_frame} byte limit"
+                                    if n > self._max_frame else "handshake command too large")
+                if start + n > end:
+                    need = start + n - pos
                     break
-                n, start = _U64.unpack_from(src, pos + 1)[0], pos + 9
-            else:
-                n, start = src[pos + 1], pos + 2
-            if n > self._max_frame or (n > MAX_COMMAND and self.state != "traffic"):
-                raise ZmtpError(f"frame over the {self._max_frame} byte limit"
-                                if n > self._max_frame else "handshake command too large")
-            if start + n > end:
-                need = start + n - pos
-                break
-            body, pos = src[start:start + n], start + n
-            if self.state == "traffic":
-                plain.append(self._unseal(body))
-            elif not flags & COMMAND:
-                raise ZmtpError("message before the handshake completed")
-            else:
-                self._handshake(body)
+                body, pos = src[start:start + n], start + n
+                if self.state == "traffic":
+                    plain.append(self._unseal(body))
+                elif not flags & COMMAND:
+                    raise ZmtpError(Reason.HANDSHAKE, "message before the handshake completed")
+                else:
+                    self._handshake(body)
+        except ZmtpError as exc:         # the messages sealed before it still count
+            exc.done = self._messages(plain)
+            raise
         if pos < end:
             buf += src[pos:]
         self._need = need if buf else 2
+        return self._messages(plain)
+
+    def _messages(self, plain):
+        """The messages the opened frames `plain` complete (their events to `events`)."""
         if not plain:
             return []
         messages = self.inner.receive_data(b"".join(plain))
@@ -160,7 +168,7 @@ class CurveConnection:
 
     def _handshake(self, body):
         if not body or len(body) < 1 + body[0]:
-            raise ZmtpError("malformed command frame")
+            raise ZmtpError(Reason.FRAME, "malformed command frame")
         name, data = body[1:1 + body[0]], body[1 + body[0]:]
         if name == b"ERROR":
             n = data[0] if data else 0
@@ -172,17 +180,17 @@ class CurveConnection:
             self.events.append(self._initiate(data))
             self.state = "traffic"
         else:
-            raise ZmtpError(f"CURVE: unexpected {name!r} during the handshake")
+            raise ZmtpError(Reason.CURVE, f"CURVE: unexpected {name!r} during the handshake")
 
     def _welcome(self, body):
         """HELLO in, WELCOME out: the client knows our public key, or this fails."""
         if len(body) != HELLO_SIZE or body[6:8] != b"\x01\x00":
-            raise ZmtpError("CURVE HELLO: malformed or not version 1.0")
+            raise ZmtpError(Reason.CURVE, "CURVE HELLO: malformed or not version 1.0")
         transient, nonce, box = body[80:112], body[112:120], body[120:200]
         zeros = _open(box, b"CurveZMQHELLO---" + nonce, transient, self.secret,
                       "HELLO (is the client's server key ours?)")
         if zeros != bytes(64):
-            raise ZmtpError("CURVE HELLO: the signature box is not zeros")
+            raise ZmtpError(Reason.CURVE, "CURVE HELLO: the signature box is not zeros")
         self._transient = transient
         self._peer_nonce = int.from_bytes(nonce, "big")
         server_public, server_secret = crypto_box_keypair()
@@ -199,26 +207,26 @@ class CurveConnection:
         """INITIATE: our cookie back, the client's long-term key vouching for its
         transient one, and its metadata (socket type, identity). Returns Ready."""
         if len(data) < 96 + 8 + MAC + KEY + 96:
-            raise ZmtpError("CURVE INITIATE: too short")
+            raise ZmtpError(Reason.CURVE, "CURVE INITIATE: too short")
         cookie, nonce, box = data[:96], data[96:104], data[104:]
         try:
             inside = crypto_secretbox_open(cookie[16:], b"COOKIE--" + cookie[:16],
                                            self._cookie_key)
         except CryptoError:
-            raise ZmtpError("CURVE INITIATE: not our cookie") from None
+            raise ZmtpError(Reason.CURVE, "CURVE INITIATE: not our cookie") from None
         server_public, server_secret = self._server_transient
         if not hmac.compare_digest(inside, self._transient + server_secret):
-            raise ZmtpError("CURVE INITIATE: not our cookie")
+            raise ZmtpError(Reason.CURVE, "CURVE INITIATE: not our cookie")
         self._check_nonce(nonce)
         self._k = crypto_box_beforenm(self._transient, server_secret)
         try:
             plain = crypto_box_open_easy_afternm(box, b"CurveZMQINITIATE" + nonce, self._k)
         except CryptoError:
-            raise ZmtpError("CURVE INITIATE: the box does not open") from None
+            raise ZmtpError(Reason.CURVE, "CURVE INITIATE: the box does not open") from None
         client, vouch_nonce, vouch = plain[:KEY], plain[KEY:KEY + 16], plain[KEY + 16:KEY + 96]
         vouched = _open(vouch, b"VOUCH---" + vouch_nonce, client, server_secret, "vouch")
         if not hmac.compare_digest(vouched, self._transient + self.public):
-            raise ZmtpError("CURVE INITIATE: the vouch names other keys")
+            raise ZmtpError(Reason.CURVE, "CURVE INITIATE: the vouch names other keys")
         self.client_key = client
         self._server_transient = self._cookie_key = None
         return self.inner._ready(plain[KEY + 96:])
@@ -235,7 +243,7 @@ class CurveConnection:
     def _check_nonce(self, nonce):
         value = int.from_bytes(nonce, "big")
         if value <= self._peer_nonce:
-            raise ZmtpError("CURVE: a short nonce did not grow (replayed?)")
+            raise ZmtpError(Reason.CURVE, "CURVE: a short nonce did not grow (replayed?)")
         self._peer_nonce = value
 
     def _next_nonce(self):
@@ -245,16 +253,16 @@ class CurveConnection:
     def _unseal(self, body):
         """One MESSAGE frame's body -> the plaintext ZMTP frame it carries."""
         if len(body) < OVERHEAD or body[:8] != MESSAGE:
-            raise ZmtpError("CURVE: a frame that is not a MESSAGE")
+            raise ZmtpError(Reason.CURVE, "CURVE: a frame that is not a MESSAGE")
         nonce = body[8:16]
         self._check_nonce(nonce)
         try:
             plain = crypto_box_open_easy_afternm(body[16:], b"CurveZMQMESSAGEC" + nonce, self._k)
         except CryptoError:
-            raise ZmtpError("CURVE: a MESSAGE box does not open") from None
+            raise ZmtpError(Reason.CURVE, "CURVE: a MESSAGE box does not open") from None
         flags = plain[0]
         if flags > 3:
-            raise ZmtpError(f"CURVE: MESSAGE flags {flags:#04x}")
+            raise ZmtpError(Reason.CURVE, f"CURVE: MESSAGE flags {flags:#04x}")
         return frame(plain[1:], (flags & 1) | (COMMAND if flags & 2 else 0))
 
     def seal(self, data):

@@ -7,7 +7,7 @@ from twisted.logger import globalLogPublisher
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.clock import ReactorClock, periodic
 from mqksbridge.bridge.service import build
-from mqksbridge.core import Message
+from mqksbridge.core import Client, Consumer, Message
 
 NO_LISTENERS = {"mqks": {"listen": []}, "malamute": {"listen": []}, "twino": {"listen": []},
                 "admin": {"listen": []}}
@@ -107,7 +107,9 @@ async def test_the_service_tree_keeps_the_time_of_its_clock():
         queue = broker.queue("q")
         queue.put_message(Message("1", "s", (b"x",), expires_at=clock.seconds() + 1.5))
         unused = broker.queue("u", when_unused=3)
-        unused._maybe_delete_unused()
+        gone = Consumer("c", Client("cl", "test"), None)
+        broker.add_consumer(unused, gone)
+        broker.remove_consumer(gone)         # its when-unused timer starts now
         clock.advance(1)
         assert len(queue) == 1 and "u" in broker.queues
         clock.advance(1)                     # the sweep at 2 s expires it

@@ -6,12 +6,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.support.admin import fetch_json
 from tests.support.process import BrokerProcess, free_port
+from tests.support.waits import wait_until
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "mqksbridge")
 
@@ -41,14 +41,6 @@ def run(*args, input=None, timeout=60):
 
 def start(*args):
     return subprocess.Popen([SCRIPT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def wait_until(predicate, what, timeout=20):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def consumers(broker, queue):
@@ -86,7 +78,7 @@ def test_consume_through_each_door_what_another_published(broker, door, consume,
     u = urls(broker)
     proc = start("consume", u[door], *consume, "--count", "2", "--json", "--timeout", "30")
     wait_until(lambda: consumers(broker, consume[0]) == 1 or proc.poll() is not None,
-               "the consumer")
+               20, "the consumer", step=0.05)
     done = run("publish", u[publisher], *publish, "first body", "second body")
     assert done.returncode == 0, done.stderr.decode()
     got = finish(proc)
@@ -109,7 +101,7 @@ def test_tail_a_stream_through_each_door(broker, door, tail, publisher, publish)
     u = urls(broker)
     proc = start("tail", u[door], *tail, "--count", "3", "--timeout", "30")
     wait_until(lambda: subscribed(broker, "mqks", door) or proc.poll() is not None,
-               "the tail's subscription")
+               20, "the tail's subscription", step=0.05)
     done = run("publish", u[publisher], *publish, "--lines",
                input=b"line one\nline two\nline three\n")
     assert done.returncode == 0, done.stderr.decode()
@@ -153,7 +145,7 @@ def test_consume_ack_settles_only_what_was_printed(broker):
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b"one\n"
     wait_until(lambda: fetch_json(broker.ports["admin"], "/api/queues/cli-acks")["depth"] == 1,
-               "the unacked message back in its queue")
+               20, "the unacked message back in its queue", step=0.05)
 
 
 def test_malamute_publish_reaches_a_malamute_worker_and_leaves_no_mailbox(broker):

@@ -26,7 +26,7 @@ from mqksbridge.bridge.clients import twino
 from mqksbridge.bridge.clients.malamute import MalamuteClient
 from mqksbridge.protocols.twino.codec import MessageType
 from tests.conftest import RunningBroker
-from tests.support.waits import until
+from tests.support.waits import unless, until, wait_until
 from tests.support.process import BrokerProcess
 
 BOUND = 5.0          # --shutdown-timeout
@@ -123,21 +123,20 @@ def test_sigterm_under_load_exits_0_with_goodbyes(tmp_path, durable):
         consumer = socket.create_connection(("127.0.0.1", port), timeout=30)
         consumer.sendall(b"c1 consume --confirm load ev\n")
         deliveries = Lines(consumer)
-        while not deliveries.lines:
-            time.sleep(0.01)
+        wait_until(lambda: deliveries.lines, 30, "the consume's answer", step=0.01)
         assert deliveries.lines[0][1] == "c1 ok "
         if durable:                      # `kept`: bound to ev, no consumer, holds everything
             consumer.sendall(b"k1 consume --confirm kept ev\nk2 delete_consumer --confirm k1\n")
-            while len(deliveries.lines) < 3:
-                time.sleep(0.01)
+            wait_until(lambda: len(deliveries.lines) >= 3, 30, "the answers for `kept`",
+                       step=0.01)
             assert [line for _, line in deliveries.lines[1:3]] == ["k1 ok ", "k2 ok "]
         tw = twino.connect(port=broker.ports["twino"], name="watching", timeout=30)
         mlm = MalamuteClient(f"tcp://127.0.0.1:{broker.ports['malamute']}", "watcher")
         mlm.connect()
         publishers = [Publisher(port, f"p{k}") for k in range(2)]
-        while sum(len(p.confirmed()) for p in publishers) < 2000:
-            assert broker.process.poll() is None, broker.log()
-            time.sleep(0.01)
+        wait_until(unless(lambda: sum(len(p.confirmed()) for p in publishers) >= 2000,
+                          lambda: broker.process.poll() is not None and broker.log()),
+                   60, "2000 confirmed publishes", step=0.01)
 
         closed_at = []
 

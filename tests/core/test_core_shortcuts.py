@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
 from mqksbridge.core.queue import (BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN,
                                    STOPPED)
+from mqksbridge.core.queues import round_robin
 
 SUBJECTS = ("a.1", "a.2", "b.1")
 FILTERS = (None, None, None, re.compile(r"^a\."), re.compile(r"1$"), re.compile("^b"))
@@ -52,7 +53,7 @@ class World:
     def state(self):
         q = self.queue
         return (q.received, q.delivered, q.acked, q.requeued, q.dropped, q.expired, q.bytes,
-                q._outstanding, q._next % len(q.consumers) if q.consumers else 0,
+                q.outstanding, q.turn % len(q.consumers) if q.consumers else 0,
                 [e.message.id for e in q.priority], [e.message.id for e in q.entries],
                 [(c.id, c.delivered, c.credit, sorted(c.unacked)) for c in q.consumers],
                 [c.client.id for c in q.consumers], self.broker.flow.holds,
@@ -156,10 +157,11 @@ def test_shortcuts_change_nothing_but_speed(mode, flow_limit, most, operations):
         assert seen == len(plain.log) and fast.state() == plain.state(), (step, operation)
 
 
-def test_every_shortcut_is_taken_by_the_fast_queue():
+def test_every_shortcut_is_taken_by_the_fast_queue(monkeypatch):
     """The property above only proves something if the fast queue does take its shortcuts:
     each one is hit by a plain scenario, and never by the plain queue."""
     taken = {}
+    drain, drain_matching = round_robin._drain, round_robin._drain_matching
     for shortcuts in (True, False):
         broker = Broker(FakeClock())
         hits = taken[shortcuts] = set()
@@ -178,10 +180,11 @@ def test_every_shortcut_is_taken_by_the_fast_queue():
         del rr.put
         client.pause()                     # a backlog for a lone consumer: _drain
         rr.put_message(Message("n", "a", (b"x",)))
-        rr._drain = _spy(rr._drain, hits, "drain")
+        monkeypatch.setattr(round_robin, "_drain", _spy(drain, hits, "drain"))
         del filtered.put
         filtered.put_message(Message("n", "a", (b"x",)))   # and for a lone filtered one
-        filtered._drain_matching = _spy(filtered._drain_matching, hits, "drain_matching")
+        monkeypatch.setattr(round_robin, "_drain_matching",
+                            _spy(drain_matching, hits, "drain_matching"))
         client.resume()
     assert taken[True] == {"drain", "drain_matching"}
     assert taken[False] == {"direct", "fanout", "first_match"}

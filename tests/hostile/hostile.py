@@ -60,13 +60,3 @@ def flood(sock, data, stop, deadline=30.0):
     return sent
 
 
-def wait_for(predicate, what, timeout=30.0, failed=None):
-    """Poll `predicate` until true; `failed()` may return a reason to give up at once."""
-    end = time.monotonic() + timeout
-    while not predicate():
-        reason = failed() if failed is not None else None
-        if reason:
-            raise AssertionError(reason)
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)

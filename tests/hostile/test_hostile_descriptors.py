@@ -19,17 +19,10 @@ from mqksbridge.protocols.twino.codec import PROTOCOL, FrameDecoder, ResultCode
 from mqksbridge.protocols.zmtp import codec as zmtp
 from tests.support.admin import fetch_json
 from tests.support.process import BrokerProcess
+from tests.support.waits import wait_until
 
 DOORS = ("mqks", "malamute", "twino", "admin")
 WAIT = 10.0                          # seconds an expected condition may take at most
-
-
-def wait_for(predicate, what):
-    deadline = time.monotonic() + WAIT
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        select.select([], [], [], 0.02)          # poll interval, not a sleep for an outcome
 
 
 def connect_all(port, count):
@@ -96,8 +89,8 @@ def test_out_of_descriptors_the_listener_pauses_and_resumes(processes):
     log_before = broker.log().count("\n")
     flood = connect_all(broker.ports["mqks"], 200)
     try:
-        wait_for(lambda: "cannot accept" in broker.log() or "EMFILE" in broker.log(),
-                 "the broker to run out of descriptors")
+        wait_until(lambda: "cannot accept" in broker.log() or "EMFILE" in broker.log(),
+                   WAIT, "the broker to run out of descriptors", step=0.02)
         assert "cannot accept (EMFILE" in broker.log(), broker.log()[-2000:]
         started = time.monotonic()
         for _ in range(5):
@@ -108,7 +101,8 @@ def test_out_of_descriptors_the_listener_pauses_and_resumes(processes):
         assert lines < 10, broker.log()[-3000:]
         for s in flood[:150]:
             s.close()
-        wait_for(lambda: "accepting again" in broker.log(), "accepting to resume")
+        wait_until(lambda: "accepting again" in broker.log(),
+                   WAIT, "accepting to resume", step=0.02)
         assert not any(hung_up(s) for s in flood[150:])     # the waiting ones got in
         late = MqksClient(port=broker.ports["mqks"], timeout=WAIT)
         late.ping()
@@ -131,15 +125,15 @@ def test_each_door_refuses_past_its_connection_limit_in_its_own_words(processes)
                              "--set", "malamute.max_connections=2",
                              "--set", "twino.max_connections=2"])
     ports = broker.ports
-    wait_for(lambda: not any(door["connections"] for door in
-                             fetch_json(ports["admin"], "/api/overview")["doors"]),
-             "the start-up probes to be gone")
+    wait_until(lambda: not any(door["connections"] for door in
+                               fetch_json(ports["admin"], "/api/overview")["doors"]),
+               WAIT, "the start-up probes to be gone", step=0.02)
     held = connect_all(ports["mqks"], 5) + connect_all(ports["malamute"], 2) \
         + connect_all(ports["twino"], 2)
     try:
-        wait_for(lambda: all(door["connections"] == want for door, want in zip(
+        wait_until(lambda: all(door["connections"] == want for door, want in zip(
             fetch_json(ports["admin"], "/api/overview")["doors"], (5, 2, 2, 0))),
-            "the broker to hold every connection")
+                   WAIT, "the broker to hold every connection", step=0.02)
         [mqks] = connect_all(ports["mqks"], 1)
         line = read_until_closed(mqks)
         assert line.startswith(b"None error ") and line.endswith(b"\n"), line
@@ -160,8 +154,8 @@ def test_each_door_refuses_past_its_connection_limit_in_its_own_words(processes)
             [("mqks", 1), ("malamute", 1), ("twino", 2)]
         for sock in held[:1]:
             sock.close()
-        wait_for(lambda: fetch_json(ports["admin"], "/api/overview")["doors"][0]
-                 ["connections"] == 4, "a slot to free up")
+        wait_until(lambda: fetch_json(ports["admin"], "/api/overview")["doors"][0]
+                   ["connections"] == 4, WAIT, "a slot to free up", step=0.02)
         client = MqksClient(port=ports["mqks"], timeout=WAIT)
         client.ping()
         client.close()
@@ -184,11 +178,14 @@ def test_a_crowd_connecting_at_once_is_held_in_the_backlog(processes):
                     s.setblocking(False)
                     s.connect_ex(("127.0.0.1", broker.ports[door]))
                     socks.append(s)
-                pending, deadline = list(socks), time.monotonic() + 0.5
-                while pending and time.monotonic() < deadline:
+                pending = list(socks)
+
+                def connected():
                     _, writable, _ = select.select([], pending, [], 0.05)
-                    pending = [s for s in pending if s not in writable]
-                assert not pending, f"{door}: {len(pending)} of 300 connects still waiting"
+                    pending[:] = [s for s in pending if s not in writable]
+                    return not pending
+                wait_until(connected, 0.5, f"{door}: the 300 connects", step=0,
+                           detail=lambda: f"{len(pending)} still waiting")
             finally:
                 for s in socks:
                     s.close()

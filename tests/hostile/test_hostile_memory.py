@@ -7,8 +7,9 @@ again."""
 import pytest
 
 from mqksbridge.bridge.clients.mqks import MqksClient
-from tests.hostile.hostile import MB, api, connection_of, deaf_socket, flood, rss, wait_for
+from tests.hostile.hostile import MB, api, connection_of, deaf_socket, flood, rss
 from tests.support.process import BrokerProcess
+from tests.support.waits import unless, wait_until
 
 OVER = 48 * MB               # what the broker may pass the watermark by
 
@@ -46,7 +47,8 @@ def test_publishers_wait_while_memory_is_over_the_watermark(broker):
     line = b"p publish ev.piled " + b"x" * 4000 + b"\n"
     flood(publisher, line * (400 * MB // len(line)), stop=lambda: held(publisher) or over(),
           deadline=60)
-    wait_for(lambda: held(publisher), "the publisher to be held for memory", failed=over)
+    wait_until(unless(lambda: held(publisher), over),
+               30.0, "the publisher to be held for memory", step=0.02)
     assert api(admin, "/api/overview")["memory"]["alarm"] is True
     assert "'alarm': True" in worker.eval("state.memory")
     # the consumer's connection is read on: it consumes and deletes the queue
@@ -55,8 +57,8 @@ def test_publishers_wait_while_memory_is_over_the_watermark(broker):
     assert not held(worker.sock)
     worker.delete_consumer(cid)
     worker.delete_queue("piled")
-    wait_for(lambda: not held(publisher), "the publisher to be read again once memory fell",
-             timeout=30)
+    wait_until(lambda: not held(publisher),
+               30, "the publisher to be read again once memory fell", step=0.02)
     assert api(admin, "/api/overview")["memory"]["alarm"] is False
     worker.close()
     publisher.close()

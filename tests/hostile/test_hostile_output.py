@@ -14,8 +14,9 @@ from mqksbridge.protocols.malamute import codec as malamute
 from mqksbridge.protocols.twino.codec import (PROTOCOL, ContentType, Frame, MessageType, encode,
                                               new_id)
 from mqksbridge.protocols.zmtp import codec as zmtp
-from tests.hostile.hostile import MB, connection_of, deaf_socket, flood, rss, wait_for
+from tests.hostile.hostile import MB, connection_of, deaf_socket, flood, rss
 from tests.support.process import BrokerProcess
+from tests.support.waits import unless, wait_until
 
 BOUND = 48 * MB          # what the broker may grow by while the attacker waits
 ATTACK = 300             # requests, each asking for about 1 MB
@@ -46,7 +47,7 @@ def attack(broker, sock, data):
     start = rss(broker.process.pid)
     held, grown = held_for_output(broker, sock, start)
     flood(sock, data, stop=lambda: held() or grown())
-    wait_for(held, "the attacker's input to be held", failed=grown)
+    wait_until(unless(held, grown), 30.0, "the attacker's input to be held", step=0.02)
     bystander = MqksClient(port=broker.ports["mqks"])
     assert bystander.ping("still here") == "still here"
     bystander.close()

@@ -9,8 +9,9 @@ import socket
 import pytest
 
 from mqksbridge.protocols.twino.codec import PROTOCOL, ContentType, Frame, MessageType, encode
-from tests.hostile.hostile import MB, rss, wait_for
+from tests.hostile.hostile import MB, rss
 from tests.support.process import BrokerProcess
+from tests.support.waits import wait_until
 
 BOUND = 24 * MB
 
@@ -67,7 +68,8 @@ def test_partial_frames_of_closed_connections_are_freed(broker):
                              content=f"CONNECT /\r\nClient-Id: partial-{i}\r\n".encode()))
         sock.sendall(PROTOCOL + hello + direct_frame_head(size) + b"d" * (size - 1))
         sock.recv(8)                     # the protocol echo: the hello was accepted
-        wait_for(lambda: rss(pid) - start > size // 2, f"connection {i}'s partial frame to be held")
+        wait_until(lambda: rss(pid) - start > size // 2,
+                   30.0, f"connection {i}'s partial frame to be held", step=0.02)
         sock.close()
-        wait_for(lambda: rss(pid) - start < size // 2,
-                 f"connection {i}'s partial frame to be freed once it closed", timeout=10)
+        wait_until(lambda: rss(pid) - start < size // 2,
+                   10, f"connection {i}'s partial frame to be freed once it closed", step=0.02)

@@ -24,6 +24,7 @@ from mqksbridge.bridge.clients.malamute import MalamuteClient
 from mqksbridge.bridge.clients.mqks import MqksClient
 from mqksbridge.protocols.textqueue import flip, journal, scan
 from mqksbridge.protocols.twino.codec import Frame, MessageType, new_id
+from tests.support.waits import wait_until
 
 STREAM = "mqks"
 WAIT = 10.0          # generous: an expected message that is late is a failure, not a flake
@@ -411,20 +412,18 @@ class TextQueuePublisher:
         with open(path, "ab") as f:
             offset = f.tell()
             f.write(b"-" + journal.encode_fields(envelope))
-        deadline = time.monotonic() + WAIT
         fd = os.open(path, os.O_RDONLY)
+
+        def marked():
+            mark = os.pread(fd, 1, offset)
+            return mark if mark in (b"=", b"!") else None
         try:
-            while True:
-                mark = os.pread(fd, 1, offset)
-                if mark == b"=":
-                    return mid
-                if mark == b"!":
-                    raise Refused(mid)
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"the broker did not take {mid}")
-                time.sleep(0.002)
+            mark = wait_until(marked, WAIT, f"the broker to take {mid}")
         finally:
             os.close(fd)
+        if mark == b"!":
+            raise Refused(mid)
+        return mid
 
     def close(self):
         pass
@@ -443,11 +442,8 @@ class TextQueueReader:
         self.waiting = Queue()
         self.lock = threading.Lock()
         self.stopped = False
-        deadline = time.monotonic() + WAIT
-        while not (os.path.exists(path) and os.path.getsize(path)):
-            if time.monotonic() > deadline:       # the broker writes a header comment
-                raise AssertionError(f"the broker did not take {path}")
-            time.sleep(0.002)
+        wait_until(lambda: os.path.exists(path) and os.path.getsize(path), WAIT,   # its header
+                   f"the broker to take {path}")
         self.thread = None
         if auto:
             self.thread = threading.Thread(target=self._auto, daemon=True)
@@ -471,14 +467,12 @@ class TextQueueReader:
 
     def _next(self, timeout):
         deadline = time.monotonic() + timeout
-        while self.waiting.empty() and self.thread is None:
-            for record in self._read():
-                self.waiting.put(record)
-            if not self.waiting.empty():
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError("nothing arrived")
-            time.sleep(0.002)
+        if self.thread is None:              # no thread reads for us: read until a record
+            def arrived():
+                for record in self._read():
+                    self.waiting.put(record)
+                return not self.waiting.empty()
+            wait_until(arrived, timeout, "a record")
         try:
             return self.waiting.get(timeout=max(deadline - time.monotonic(), 0.001))
         except Empty:

@@ -11,7 +11,8 @@ from mqksbridge.protocols.twino.codec import Frame, MessageType
 from tests.conftest import RunningBroker
 from tests.support.admin import fetch
 from mqksbridge.protocols.textqueue import journal
-from tests.support.textqueue import Spool, controls, records, until
+from tests.support.textqueue import Spool, controls, records
+from tests.support.waits import until
 from tests.support.wire import START
 from tests.twino.helpers import make_queue
 
@@ -237,11 +238,11 @@ async def test_textqueue_inbox_marks_a_record_taken_only_after_the_fsync(tmp_pat
         await threads.deferToThread(held.entered.wait, 10)
         assert await mqks.line() == "c1 ok " + mqks_delivery(spool, "jobs.tq", "kept")
         spool.write("scratch.tq", "-fleeting\n")
-        await until(lambda: controls(spool.path("scratch.tq")) == "=", spool.poll,
+        await until(lambda: controls(spool.path("scratch.tq")) == "=", between=spool.poll,
                     what="the in-memory record marked")
         assert controls(spool.path("jobs.tq")) == "-"        # its fsync is still held
         held.gate.set()
-        await until(lambda: controls(spool.path("jobs.tq")) == "=", spool.step,
+        await until(lambda: controls(spool.path("jobs.tq")) == "=", between=spool.step,
                     what="the durable record marked")
     finally:
         running.top.durability.writer.run.gate.set()

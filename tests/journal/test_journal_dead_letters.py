@@ -10,7 +10,8 @@ import pytest_twisted
 from mqksbridge.bridge.journal import layout
 from mqksbridge.protocols.textqueue import journal, scan
 from tests.conftest import RunningBroker
-from tests.support.textqueue import Spool, records, until
+from tests.support.textqueue import Spool, records
+from tests.support.waits import until
 from tests.textqueue.test_textqueue_door_outbox import deliveries, mark
 
 
@@ -34,7 +35,7 @@ async def dead_letter(running, spool, mqks, body, n):
     queue's max_deliveries); returns its id once it is in jobs.dlq."""
     assert await mqks.request(f"p{n} publish --confirm ev {body}") == f"p{n} ok "
     for round_ in (1, 2):
-        await until(lambda: len(deliveries(spool.out)) >= 2 * n - 2 + round_, spool.step,
+        await until(lambda: len(deliveries(spool.out)) >= 2 * n - 2 + round_, between=spool.step,
                     what="the delivery in the outbox")
         record = deliveries(spool.out)[-1]
         assert record.control == "-" and record.body == body
@@ -43,7 +44,7 @@ async def dead_letter(running, spool, mqks, body, n):
     dlq = running.broker.queues["jobs.dlq"]
     await until(lambda: len(dlq.entries) + len(dlq.consumers and
                                                 dlq.consumers[0].unacked or ()) >= 1,
-                spool.step, what="the dead letter")
+                between=spool.step, what="the dead letter")
     return journal.decode(deliveries(spool.out)[-1]).id
 
 
@@ -86,7 +87,7 @@ async def test_outbox_rejects_dead_letter_to_a_durable_dlq_every_door_consumes(t
         await member.ping()
         assert await mqks.request("p9 ping x") == "p9 ok x"
         await until(lambda: not dlq.entries and all(not c.unacked for c in dlq.consumers),
-                    spool.step, what="the dead letters acked")
+                    between=spool.step, what="the dead letters acked")
     finally:
         spool.stop()
         await running.stop()

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqksbridge.protocols.malamute import codec, schema
-from mqksbridge.protocols.malamute.codec import MalamuteDecodeError
+from mqksbridge.protocols.malamute.codec import MalamuteDecodeError, Reason
 
 DATA = json.loads((pathlib.Path(__file__).parents[1] / "data" / "malamute_vectors.json").read_text())
 
@@ -164,7 +164,8 @@ def test_any_command_with_trailing_bytes_decodes_to_itself(command, trailing, ex
 def _outcome(fn, frames):
     try:
         return fn(frames)
-    except MalamuteDecodeError:
+    except MalamuteDecodeError as exc:
+        assert isinstance(exc.code, Reason) and exc.reason
         return "error"
 
 

@@ -18,6 +18,9 @@ from twisted.logger import globalLogPublisher
 
 from bench.procstat import rss_mb
 from mqksbridge.protocols.malamute import codec
+from mqksbridge.protocols.zmtp import codec as zmtp
+from tests.hostile.test_hostile_handshakes import raw
+from tests.support.waits import until
 
 TEXT = st.one_of(st.sampled_from(["", "s", "svc", "weather", "a|b", "[", "(", "*", "x" * 255]),
                  st.text(max_size=20))
@@ -151,3 +154,17 @@ async def test_an_address_that_is_not_utf8_is_opened(server):
     peer = await server.malamute_raw()
     peer.send_frames(frames[:-1] + [frames[-1][:-3] + b"\x02\xe9\xff"])
     assert await peer.recv() == codec.Ok(200, "")
+
+
+@pytest_twisted.ensureDeferred
+async def test_commands_before_a_bad_frame_are_answered_then_the_error(server):
+    """specs/errors.md: an OPEN and a PING in one write with a frame whose reserved flag is
+    set: both are answered (OK, PONG), then the ZMTP ERROR and the close."""
+    conn = await raw(server, "malamute", zmtp.Connection("DEALER").preamble()
+                     + zmtp.message(codec.encode(codec.ConnectionOpen("early")))
+                     + zmtp.message(codec.encode(codec.ConnectionPing())) + b"\x08\x01x")
+    await until(lambda: conn.lost, what="the close")
+    peer = zmtp.Connection("DEALER")
+    assert [codec.decode(m) for m in peer.receive_data(conn.data)] == [
+        codec.Ok(), codec.ConnectionPong()]
+    assert peer.events[1:] == [zmtp.PeerError("reserved frame flags set (0x08)")]

@@ -10,7 +10,7 @@ import uuid
 import pytest
 import pytest_twisted
 import zmq
-from twisted.internet import defer, endpoints, error, protocol, reactor, task
+from twisted.internet import defer, endpoints, error, protocol, reactor
 from twisted.python import failure
 
 from mqksbridge.bridge.outbox import FlushScheduler
@@ -18,19 +18,13 @@ from mqksbridge.bridge.malamute.endpoints import EndpointError, ZmqListener, to_
 from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
 from mqksbridge.core.client import Client
 from mqksbridge.protocols.zmtp import codec
-from tests.support.waits import turn, until
+from tests.support.waits import received, turn, until
 
 
 async def recv(sock, timeout=10.0):
     """The next multipart message on a DEALER, polled without blocking the reactor."""
-    deadline = reactor.seconds() + timeout
-    while True:
-        try:
-            return sock.recv_multipart(zmq.NOBLOCK)
-        except zmq.Again:
-            if reactor.seconds() > deadline:
-                raise TimeoutError("nothing received") from None
-            await task.deferLater(reactor, 0.002, lambda: None)
+    return await until(received(lambda: sock.recv_multipart(zmq.NOBLOCK), zmq.Again),
+                       timeout, what="a message")
 
 
 class NoStopReactor:
@@ -394,6 +388,26 @@ async def test_raw_garbage_closed_others_unharmed(door, dealers, case):
     assert d.router.refused == 1 and d.gone == []
     await echo(good, b"after")
     assert len(d.router.peers) == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_messages_before_a_violation_are_served_then_the_error(door):
+    """specs/errors.md: the messages a read completes before a violation are handed to the
+    door and answered, then the ERROR and the close."""
+    d = door()
+    [bound] = await d.listen("tcp://127.0.0.1:*")
+    raw = RawClient()
+    port = int(bound.rsplit(":", 1)[1])
+    await endpoints.connectProtocol(
+        endpoints.TCP4ClientEndpoint(reactor, "127.0.0.1", port), raw)
+    raw.transport.write(PEER_GREETING + codec.ready("DEALER") + codec.message([b"one"])
+                        + codec.message([b"two", b"2"]) + b"\x08\x01x")
+    await until(lambda: raw.closed, what="the refused client closed")
+    assert [frames for _, frames in d.received] == [[b"one"], [b"two", b"2"]]
+    assert raw.data == (PREAMBLE + codec.message([b"re:one"]) + codec.message([b"re:two"])
+                        + codec.error("reserved frame flags set (0x08)"))
+    assert d.router.refused == 1
+    await until(lambda: d.gone == [d.rid_of(b"one")], what="the peer reported gone")
 
 
 @pytest_twisted.ensureDeferred

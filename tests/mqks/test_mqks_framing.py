@@ -3,7 +3,8 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mqksbridge.protocols.mqks.framing import DEFAULT_MAX_LINE, LineFramer, LineTooLong
+from mqksbridge.protocols.mqks.errors import MqksProtocolError, Reason
+from mqksbridge.protocols.mqks.framing import DEFAULT_MAX_LINE, LineFramer
 
 line_bytes = st.binary(max_size=12).map(lambda b: b.replace(b'\n', b'x'))
 streams = st.tuples(st.lists(line_bytes, max_size=20), line_bytes).map(
@@ -18,13 +19,14 @@ def chunked(data, cuts):
 
 
 def feed_all(framer, chunks):
-    """Collect lines until the end or LineTooLong; return (lines, overflowed)."""
+    """Collect lines until the end or a line too long; return (lines, overflowed)."""
     out = []
     for chunk in chunks:
         try:
             out.extend(framer.feed(chunk))
-        except LineTooLong as exc:
-            out.extend(exc.lines)
+        except MqksProtocolError as exc:
+            assert exc.code is Reason.LINE_TOO_LONG
+            out.extend(exc.done)
             return out, True
     return out, False
 
@@ -68,20 +70,20 @@ def test_mqks_framer_default_limit_exact_and_over():
     assert framer.max_line == DEFAULT_MAX_LINE == 1 << 20
     assert framer.feed(b'x' * DEFAULT_MAX_LINE) == []
     assert framer.feed(b'\n') == [b'x' * DEFAULT_MAX_LINE]
-    with pytest.raises(LineTooLong) as info:
+    with pytest.raises(MqksProtocolError) as info:
         LineFramer().feed(b'ok line\n' + b'y' * (DEFAULT_MAX_LINE + 1))
-    assert info.value.lines == [b'ok line']
+    assert info.value.done == [b'ok line']
 
 
 def test_mqks_framer_overflow_detected_in_small_pieces():
     framer = LineFramer(max_line=1000)
-    with pytest.raises(LineTooLong) as info:
+    with pytest.raises(MqksProtocolError) as info:
         for _ in range(1001):
             framer.feed(b'z')
-    assert info.value.lines == []
+    assert info.value.done == []
 
 
 def test_mqks_framer_complete_long_line_in_one_chunk():
-    with pytest.raises(LineTooLong) as info:
+    with pytest.raises(MqksProtocolError) as info:
         LineFramer(max_line=3).feed(b'abc\nabcd\nab\n')
-    assert info.value.lines == [b'abc']
+    assert info.value.done == [b'abc']

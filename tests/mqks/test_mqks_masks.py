@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from mqksbridge.protocols.mqks.masks import apply_rebind, mask_match
-from mqksbridge.protocols.mqks.requests import MqksArgumentError, parse_rebind
+from mqksbridge.protocols.mqks.errors import MqksProtocolError
+from mqksbridge.protocols.mqks.requests import parse_rebind
 
 
 def regex_match(mask, event):
@@ -123,5 +124,5 @@ def test_mqks_masks_times_events_are_bounded():
     started = time.thread_time()
     assert apply_rebind(events, remove_masks=[b'm%d.*.y' % i for i in range(2000)]) == events
     assert time.thread_time() - started < 2.0
-    with pytest.raises(MqksArgumentError):
+    with pytest.raises(MqksProtocolError):
         apply_rebind(events, remove_masks=[b'*m%d.*.x' % i for i in range(2000)])

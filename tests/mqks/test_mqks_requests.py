@@ -5,9 +5,10 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from mqksbridge.protocols.mqks.errors import MqksProtocolError, Reason
 from mqksbridge.protocols.mqks.requests import (
-    MqksArgumentError, MqksRequestError, fast_request, parse_ack, parse_consume, parse_eval,
-    parse_publish, parse_rebind, parse_request)
+    fast_request, parse_ack, parse_consume, parse_eval, parse_publish, parse_rebind,
+    parse_request)
 
 
 @pytest.mark.parametrize('line, expected', [
@@ -33,14 +34,14 @@ def test_mqks_parse_request_table(line, expected):
 
 @pytest.mark.parametrize('line', [b'', b'p2 ping', b'c0 consume', b'   ', b'a b ', b'a\tb'])
 def test_mqks_short_line_answers_none(line):
-    with pytest.raises(MqksRequestError) as info:
+    with pytest.raises(MqksProtocolError) as info:
         parse_request(line)
-    assert info.value.req_id is None
+    assert info.value.req_id is None and info.value.code is Reason.REQUEST
 
 
 @pytest.mark.parametrize('line', [b'p1 ping a\tb', b'p1 ping x\t', b'p1 pi\tng x'])
 def test_mqks_tab_is_an_error_with_the_id(line):
-    with pytest.raises(MqksRequestError) as info:
+    with pytest.raises(MqksProtocolError) as info:
         parse_request(line)
     assert info.value.req_id == b'p1'
 
@@ -49,7 +50,8 @@ def test_mqks_tab_is_an_error_with_the_id(line):
 def test_mqks_parse_request_total_and_lossless(line):
     try:
         req_id, action, data, confirm = parse_request(line)
-    except MqksRequestError as exc:
+    except MqksProtocolError as exc:
+        assert exc.code is Reason.REQUEST
         assert exc.req_id is None or isinstance(exc.req_id, bytes)
         return
     assert b'\t' not in line
@@ -62,15 +64,15 @@ def test_mqks_argument_parsers_raise_only_their_error(data):
     for parse in (parse_publish, parse_consume, parse_rebind, parse_ack, parse_eval):
         try:
             parse(data)
-        except MqksArgumentError:
-            pass
+        except MqksProtocolError as exc:
+            assert exc.code is Reason.ARGUMENT
 
 
 def test_mqks_publish():
     assert parse_publish(b'e d1 d2') == (b'e', b'd1 d2')
     assert parse_publish(b'e  x') == (b'e', b' x')
     assert parse_publish(b' x') == (b'', b'x')
-    with pytest.raises(MqksArgumentError):
+    with pytest.raises(MqksProtocolError):
         parse_publish(b'e')
 
 
@@ -103,7 +105,7 @@ def test_mqks_consume_seconds_are_python_floats(text, value):
     b'q --delete-queue-when-unused=1.1e12',
 ])
 def test_mqks_consume_errors(data):
-    with pytest.raises(MqksArgumentError):
+    with pytest.raises(MqksProtocolError):
         parse_consume(data)
 
 
@@ -117,7 +119,7 @@ def test_mqks_rebind():
 
 @pytest.mark.parametrize('data', [b'q1', b'q1 --confirm e1', b'q1 e1 --bogus', b'q1 --'])
 def test_mqks_rebind_errors(data):
-    with pytest.raises(MqksArgumentError):
+    with pytest.raises(MqksProtocolError):
         parse_rebind(data)
 
 
@@ -125,7 +127,7 @@ def test_mqks_ack_and_reject():
     assert parse_ack(b'c1 m1') == (b'c1', b'm1')
     assert parse_ack(b'c1 --all') == (b'c1', None)
     assert parse_ack(b'c1 m1 m2') == (b'c1', b'm1 m2')
-    with pytest.raises(MqksArgumentError):
+    with pytest.raises(MqksProtocolError):
         parse_ack(b'c1')
 
 
@@ -135,7 +137,7 @@ def test_mqks_eval_worker_prefix():
     assert parse_eval(b'--worker=2 x', worker=2) == b'x'
     assert parse_eval(b'--worker=0=9 x') == b'x'
     for bad in (b'--worker=1 x', b'--worker=0', b'--worker=abc x', b'--worker= x', b'--worker=0_0 x'):
-        with pytest.raises(MqksArgumentError):
+        with pytest.raises(MqksProtocolError):
             parse_eval(bad)
 
 

@@ -5,8 +5,8 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mqksbridge.protocols.mqks.safe_eval import (
-    MAX_EXPRESSION, EvalError, Namespace, eval_reply, safe_eval)
+from mqksbridge.protocols.mqks.errors import MqksProtocolError, Reason
+from mqksbridge.protocols.mqks.safe_eval import MAX_EXPRESSION, Namespace, eval_reply, safe_eval
 
 
 class Lazy(dict):
@@ -69,26 +69,26 @@ ATTACKS = [
 
 @pytest.mark.parametrize('expression', ATTACKS)
 def test_mqks_eval_refused(expression):
-    with pytest.raises(EvalError):
+    with pytest.raises(MqksProtocolError):
         eval_reply(expression, names())
 
 
 def test_mqks_eval_limits():
-    with pytest.raises(EvalError):
+    with pytest.raises(MqksProtocolError):
         safe_eval('1+' * MAX_EXPRESSION + '1', names())
-    with pytest.raises(EvalError):
+    with pytest.raises(MqksProtocolError):
         safe_eval('[' * 150 + '1' + ']' * 150, names())
-    with pytest.raises(EvalError):
+    with pytest.raises(MqksProtocolError):
         safe_eval('1+' * 150 + '1', names())
-    with pytest.raises(EvalError):
+    with pytest.raises(MqksProtocolError):
         safe_eval('-' * 200 + '1', names())
-    with pytest.raises(EvalError):
+    with pytest.raises(MqksProtocolError):
         safe_eval(b'\xff\xfe', names())
 
 
 def test_mqks_eval_bigger_sequence_concat_is_bounded():
     big = {'s': 'x' * (1 << 19)}
-    with pytest.raises(EvalError):
+    with pytest.raises(MqksProtocolError):
         safe_eval("s + s + s", big)
     assert len(safe_eval('s + s', big)) == 1 << 20
 
@@ -96,7 +96,7 @@ def test_mqks_eval_bigger_sequence_concat_is_bounded():
 def test_mqks_eval_never_reads_private_names_even_if_mapped():
     hidden = {'ns': Namespace({'_secret': 1, '__class__': 2}), '_top': 3}
     for expression in ('ns._secret', 'ns.__class__', '_top'):
-        with pytest.raises(EvalError):
+        with pytest.raises(MqksProtocolError):
             safe_eval(expression, hidden)
 
 
@@ -117,15 +117,15 @@ tokens = st.sampled_from([
 def test_mqks_eval_token_soup_never_escapes(expression):
     try:
         eval_reply(expression, names())
-    except EvalError:
-        pass
+    except MqksProtocolError as exc:
+        assert exc.code is Reason.EVAL
 
 
 @given(st.binary(max_size=30))
 def test_mqks_eval_arbitrary_bytes(expression):
     try:
         eval_reply(expression, names())
-    except EvalError:
+    except MqksProtocolError:
         pass
 
 
@@ -142,7 +142,7 @@ def timed(expression, names):
     start = time.thread_time()
     try:
         result = ('ok', eval_reply(expression, names))
-    except EvalError as exc:
+    except MqksProtocolError as exc:
         result = ('error', str(exc))
     return time.thread_time() - start, result
 

@@ -1,68 +1,25 @@
 """The bulk paths of the data source are held equal to the codec's record-at-a-time ones:
 `blocks.split` to `textqueue.scan`, and each column `batches.record_batch` builds in bulk
-(pipeline/bulk.py) to `batches.codec_column` (columns.decode_columns, so
-journal.decode_fields): same values for journal records, hand-edited ones, plain
-TextQueue records and garbage, and an error where the codec raises one."""
-import dataclasses
+(protocols/textqueue/arrow_columns.py) to `batches.codec_column` (columns.decode_columns, so
+journal.decode_fields): same values, and an error where the codec raises one. The property
+on arbitrary records is the codec's shared one (tests/textqueue/test_textqueue_fast_paths.py,
+through `check_block`); here are the pipeline's cases: realistic traffic, row selection,
+hand-made headers, variables and checksums."""
 import random
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyspark.sql.pandas.types import to_arrow_schema
 
-from mqksbridge.pipeline import schema
-from mqksbridge.pipeline.batches import codec_column, record_batch
+from mqksbridge.pipeline.batches import record_batch
 from mqksbridge.pipeline.blocks import Block, split
 from mqksbridge.protocols.textqueue import TextQueueError, journal, scan
 from tests.pipeline import traffic
-from tests.textqueue.strategies import records, soup, write
-from tests.textqueue.test_textqueue_journal import BASE, envelopes, segment
-
-NAMES = [n for n in schema.COLUMNS if n not in ("file", "queue", "offset")]
-ARROW = to_arrow_schema(schema.spark_schema(NAMES), timezone="UTC")
-DOORS = [None, "mqks", "malamute", "twino", "textqueue"]
-
-# Values a variable may hold after people and tools had their way with a file.
-_VALUES = st.sampled_from([
-    b"", b"0", b"7", b"12  ", b"   ", b" 5", b"5 ", b"+5", b"-3", b"-0", b"0x10", b"1_0", b"x",
-    b"%41%42", b"a%3Ab", b"\xc3\xa9", b"\xff", b"99999999999999999999", b"999999999999999",
-    b"aK5", b"a5s", b"aK5h", b"dT9271  ", b"x60000  ", b"z5", b"aZ5", b"as", b"a", b"m",
-    b"a-5", b"aK-5s", b"aKs", b"a999999999999h", b"base64", b"base6", b"base64 ", b"QUJD",
-    b"QR==", b"QUJ=", b"=", b"mqks:host:1", b"twino", b":x", b"k=v&a=b", b"k=v&k=w", b"novalue",
-    b"1", b"2", b"10"]) | st.binary(max_size=8) | st.text(
-    "0123456789adxrmKMTQsh -+=:%&", max_size=12).map(str.encode)
-_NAMES = st.sampled_from([b"i", b"s", b"f", b"t", b"r", b"e", b"c", b"ttl", b"enc", b"frames",
-                          b"tracker", b"priority", b"headers", b"note", b"t2", b""])
-_BODIES = st.text("ABCDQRUJabc0123+/= \n", max_size=20).map(lambda t: t.replace("\n", "\n ").encode())
-
-
-@st.composite
-def edited(draw):
-    """A journal segment with lines changed, added and moved by hand."""
-    envs = draw(st.lists(envelopes(), min_size=1, max_size=4))
-    envs = [e if e.settled is None else dataclasses.replace(e, settled=e.settled._replace(
-        door=draw(st.sampled_from(DOORS)))) for e in envs]
-    lines = segment(envs).split(b"\n")
-    for _ in range(draw(st.integers(0, 6))):
-        i = draw(st.integers(0, len(lines) - 1))
-        op = draw(st.sampled_from(["value", "insert", "continuation", "body", "base64"]))
-        line = lines[i]
-        if op == "value" and line.startswith(b"\\") and b"=" in line:
-            lines[i] = line.partition(b"=")[0] + b"=" + draw(_VALUES)
-        elif op == "insert":
-            lines.insert(i, b"\\" + draw(_NAMES) + b"=" + draw(_VALUES))
-        elif op == "continuation":
-            lines.insert(i, b" " + draw(st.binary(max_size=6)).replace(b"\n", b""))
-        elif op == "body" and line[:1] in (b"-", b"=", b"!", b"#"):
-            lines[i] = line[:1] + draw(_BODIES)
-        elif op == "base64" and line[:1] in (b"-", b"=", b"!", b"#"):
-            frames = draw(st.sampled_from([b"", b"\n\\frames=1", b"\n\\frames=2", b"\n\\frames=0",
-                                           b"\n\\frames=x"]))
-            lines[i] = line[:1] + draw(_BODIES) + b"\n\\enc=base64" + frames
-    return b"\n".join(lines)
+from tests.textqueue.strategies import soup
+from tests.textqueue.test_textqueue_fast_paths import ARROW, NAMES, check_block, edited
+from tests.textqueue.test_textqueue_journal import BASE
 
 
 def _split_equals_scan(data, max_record=None):
@@ -76,14 +33,6 @@ def _split_equals_scan(data, max_record=None):
     return block, tail
 
 
-def _codec_batch(names, base, raws):
-    """Each column the codec's way, or the error it raises."""
-    try:
-        return [codec_column(name, ARROW.field(name).type, base, raws) for name in names], None
-    except Exception as e:          # noqa: BLE001 - the kind is compared below
-        return None, e
-
-
 def _check(data, base, rows=None, names=NAMES):
     block, tail = _split_equals_scan(data)
     if tail is not None:
@@ -94,51 +43,7 @@ def _check(data, base, rows=None, names=NAMES):
     for b in blocks:
         if rows is not None and len(b):
             b = b.take(np.array([rows.random() < 0.6 for _ in range(len(b))]))
-        want, error = _codec_batch(names, base, b.raws)
-        arrow = pa.schema([ARROW.field(n) for n in names])
-        if error is not None:
-            with pytest.raises(type(error)):
-                record_batch(names, arrow, "f", "q", base, b)
-            continue
-        got = record_batch(names, arrow, "f", "q", base, b)
-        for name, column, expected in zip(names, got.columns, want):
-            assert _values(column) == _values(expected), name
-
-
-def _values(array):
-    """The array's values; timestamps as integers (a hand-edited time may lie beyond
-    the years Python's datetime holds)."""
-    if pa.types.is_timestamp(array.type):
-        array = array.cast(pa.int64())
-    return array.to_pylist()
-
-
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(envelopes(), max_size=6), st.integers(0, BASE * 2), st.lists(st.sampled_from(DOORS)))
-def test_bulk_columns_equal_the_codec_on_journal_records(envs, base, doors):
-    envs = [e if e.settled is None or not doors else
-            dataclasses.replace(e, settled=e.settled._replace(door=doors[i % len(doors)]))
-            for i, e in enumerate(envs)]
-    _check(segment(envs, base), base)
-
-
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited(), st.randoms(use_true_random=False))
-def test_bulk_columns_equal_the_codec_on_hand_edited_records(data, rows):
-    _check(data, BASE)
-    _check(data, BASE, rows)
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(records, max_size=5))
-def test_bulk_columns_equal_the_codec_on_plain_textqueue_records(items):
-    _check(write(items), 0)
-
-
-@settings(max_examples=100, deadline=None)
-@given(soup, st.sampled_from([0, BASE, 1 << 60]))
-def test_bulk_columns_on_garbage_raise_only_what_the_codec_raises(data, base):
-    _check(data, base)
+        check_block(b, base, names)
 
 
 @settings(max_examples=150, deadline=None)
@@ -155,7 +60,7 @@ def test_bulk_columns_on_realistic_traffic_and_subsets():
     _check(data, BASE)
     _check(data, BASE, random.Random(1))
     block, _ = split(data)
-    from mqksbridge.pipeline.bulk import Fields
+    from mqksbridge.protocols.textqueue.arrow_columns import Fields
     fields = Fields(block, BASE)
     for name in ("status", "subject", "origin", "consumer", "settle_reason", "retry", "size",
                  "created", "settled", "id", "sender", "frame_count", "expires", "priority",

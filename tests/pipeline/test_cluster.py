@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import pandas
 import pyspark
@@ -18,6 +17,7 @@ from tests.pipeline import plain, workers
 from tests.pipeline.conftest import LEAN_JVM
 from tests.pipeline.test_retries import check_retries
 from tests.support.process import free_port
+from tests.support.waits import wait_until
 
 SPARK_CLASS = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
 CLI = os.path.join(os.path.dirname(sys.executable), "mqksbridge-pipeline")
@@ -44,14 +44,11 @@ class Daemon:
             return f.read()
 
     def wait_for(self, pattern):
-        deadline = time.monotonic() + STARTUP
-        while time.monotonic() < deadline:
-            if re.search(pattern, self.log()):
-                return
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.2)         # a daemon's log line is the condition; nothing to poll faster
-        raise AssertionError(f"no {pattern!r} in {self.log_path}:\n{self.log()[-3000:]}")
+        """The daemon's log line matching `pattern` (a daemon that exits first fails)."""
+        wait_until(lambda: re.search(pattern, self.log()) or self.process.poll() is not None,
+                   STARTUP, f"{pattern!r} in {self.log_path}", step=0.2,   # nothing polls faster
+                   detail=lambda: self.log()[-3000:])
+        assert re.search(pattern, self.log()), f"the daemon exited:\n{self.log()[-3000:]}"
 
     def stop(self):
         """SIGTERM the daemon's group (the worker's executors with it), then SIGKILL."""
@@ -94,15 +91,15 @@ def cluster(tmp_path_factory):
 def _wait_group_gone(group, timeout=STARTUP):
     """Wait until no process of a process group is left (the job's driver JVM waits for
     its end, but the JVM's Python daemon and workers exit when they see it gone)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def gone():
         try:
             os.killpg(group, 0)
         except ProcessLookupError:
-            return
-        time.sleep(0.1)         # a group emptying sends no event to wait for
-    left = subprocess.run(["ps", "-o", "pid,args", "-g", str(group)], capture_output=True, text=True)
-    raise AssertionError(f"processes of the job outlived it:\n{left.stdout}")
+            return True
+        return False
+    wait_until(gone, timeout, "the job's processes to end", step=0.1,    # no event to wait for
+               detail=lambda: subprocess.run(["ps", "-o", "pid,args", "-g", str(group)],
+                                             capture_output=True, text=True).stdout)
 
 
 def _sorted_rows(frame):

@@ -74,7 +74,7 @@ def test_every_column_equals_the_plain_python_reading(spark, tree):
         spark_row = by_key[(row.file, row.offset)]
         raw = _raw_at(row.file, row.offset)
         assert spark_row.body == journal.decode_fields(raw, ["body"])[0].decode()
-        assert spark_row.variables["c"] == journal._variable(raw, b"c").decode()
+        assert spark_row.variables["c"] == journal.value_of(raw, b"c").decode()
 
 
 def _raw_at(path, offset):

@@ -9,7 +9,7 @@ import pytest
 import pytest_twisted
 import zmq
 from hypothesis import given, settings, strategies as st
-from twisted.internet import defer, reactor, task
+from twisted.internet import defer
 from twisted.internet.threads import deferToThread
 from zmq.utils.monitor import recv_monitor_message
 
@@ -18,6 +18,7 @@ from mqksbridge.protocols.zmtp import codec as zmtp
 from tests.conftest import RunningBroker
 from tests.security.test_security_users import users_file
 from tests.support.malamute import RawPeer
+from tests.support.waits import received, until
 
 
 class PlainPeer(RawPeer):
@@ -35,15 +36,9 @@ class PlainPeer(RawPeer):
 
     async def handshake(self, timeout=10.0):
         """The first handshake event: (event, value)."""
-        deadline = reactor.seconds() + timeout
-        while True:
-            try:
-                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
-                return event["event"], event["value"]
-            except zmq.Again:
-                if reactor.seconds() > deadline:
-                    raise TimeoutError("no handshake event") from None
-                await task.deferLater(reactor, 0.002, lambda: None)
+        event = await until(received(lambda: recv_monitor_message(self.monitor, zmq.NOBLOCK),
+                                     zmq.Again), timeout, what="a handshake event")
+        return event["event"], event["value"]
 
     def close(self):
         self.sock.disable_monitor()

@@ -6,10 +6,11 @@ only bound a failure; that nothing arrives is checked with a CONNECTION-PING bar
 broker answers it after everything it had for this peer), never a quiet period.
 """
 import zmq
-from twisted.internet import reactor, task, threads
+from twisted.internet import threads
 
 from mqksbridge.bridge.clients.malamute import MalamuteClient
 from mqksbridge.protocols.malamute import codec
+from tests.support.waits import received, until
 
 
 class AsyncMalamute:
@@ -66,14 +67,8 @@ class RawPeer:
 
     async def frames(self, timeout=10.0):
         """The next multipart message; TimeoutError if none arrives in time."""
-        deadline = reactor.seconds() + timeout
-        while True:
-            try:
-                return self.sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                if reactor.seconds() > deadline:
-                    raise TimeoutError("nothing received") from None
-                await task.deferLater(reactor, 0.002, lambda: None)
+        return await until(received(lambda: self.sock.recv_multipart(zmq.NOBLOCK), zmq.Again),
+                           timeout, what="a message")
 
     async def recv(self, timeout=10.0):
         return codec.decode(await self.frames(timeout))

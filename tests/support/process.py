@@ -4,9 +4,9 @@ import resource
 import socket
 import subprocess
 import sys
-import time
 
 from bench.procstat import cpu_ns
+from tests.support.waits import wait_until
 
 TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
 STARTUP_SECONDS = 30
@@ -72,14 +72,10 @@ class BrokerProcess:
         resource.setrlimit(resource.RLIMIT_NOFILE, self.nofile)
 
     def _wait_for(self, port):
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            if self._listens(port):
-                return True
-            time.sleep(0.05)
-        raise AssertionError(f"twistd did not listen on {port}:\n{self.log()}")
+        """Whether twistd listens on `port` (False: it exited first)."""
+        wait_until(lambda: self.process.poll() is not None or self._listens(port),
+                   STARTUP_SECONDS, f"twistd to listen on {port}", step=0.05, detail=self.log)
+        return self.process.poll() is None
 
     def _listens(self, port):
         """Whether this broker holds a listening socket on `port`: a connection that

@@ -110,14 +110,3 @@ class LogCapture:
 
     def close(self):
         globalLogPublisher.removeObserver(self)
-
-
-async def until(predicate, step=None, timeout=10.0, what="a condition"):
-    """Wait for `predicate()` to hold, letting the reactor run (and stepping the spool)."""
-    deadline = reactor.seconds() + timeout
-    while not predicate():
-        if reactor.seconds() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        if step is not None:
-            step()
-        await task.deferLater(reactor, 0.005, lambda: None)

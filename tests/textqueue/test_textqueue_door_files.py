@@ -11,7 +11,8 @@ import pytest_twisted
 
 from mqksbridge.bridge.textqueue import files, inbox, watch
 from mqksbridge.core import Client, Consumer
-from tests.support.textqueue import LogCapture, Spool, controls, records, until
+from tests.support.textqueue import LogCapture, Spool, controls, records
+from tests.support.waits import until
 
 
 def bodies(queue):
@@ -71,16 +72,16 @@ async def test_a_writer_that_closes_the_file_is_done_inotify(server, tmp_path):
         writer = open(spool.path("jobs.tq"), "ab", buffering=0)
         writer.write(b"-still being written\n")
         await until(lambda: spool.door.file(spool.path("jobs.tq")) is not None
-                    and spool.door.file(spool.path("jobs.tq")).pos > 0, spool.step,
+                    and spool.door.file(spool.path("jobs.tq")).pos > 0, between=spool.step,
                     what="the door to read the first line")
         writer.write(b" and more\n")
-        await until(lambda: spool.door.file(spool.path("jobs.tq")).pos == 31, spool.step,
+        await until(lambda: spool.door.file(spool.path("jobs.tq")).pos == 31, between=spool.step,
                     what="the door to read the second line")
         assert bodies(queue) == []
         writer.close()
-        await until(lambda: bodies(queue), spool.step, what="the closed file's record")
+        await until(lambda: bodies(queue), between=spool.step, what="the closed file's record")
         assert bodies(queue) == ["still being written\nand more"]
-        await until(lambda: controls(spool.path("jobs.tq")) == "=", spool.step,
+        await until(lambda: controls(spool.path("jobs.tq")) == "=", between=spool.step,
                     what="the flip")
     finally:
         spool.stop()

@@ -11,7 +11,8 @@ import textqueue
 
 from mqksbridge.bridge.textqueue import outbox
 from mqksbridge.protocols.textqueue import flip, journal, rewrite
-from tests.support.textqueue import LogCapture, Spool, records, until
+from tests.support.textqueue import LogCapture, Spool, records
+from tests.support.waits import until
 from tests.textqueue.strategies import apply_edits
 
 
@@ -45,7 +46,7 @@ def spool(server, tmp_path):
 
 async def published(spool, n):
     """Wait until the outbox file holds `n` deliveries (the broker appends them)."""
-    await until(lambda: len(deliveries(spool.out)) >= n, spool.step,
+    await until(lambda: len(deliveries(spool.out)) >= n, between=spool.step,
                 what=f"{n} records in the outbox")
     return deliveries(spool.out)
 
@@ -224,7 +225,7 @@ async def test_a_restarted_door_matches_redeliveries_to_their_records(server, tm
     mark(spool.out, first[0], "=")
     spool = outbox_spool(server, tmp_path, credit=3)
     try:
-        await until(lambda: len(spool.file.pending) == 3, spool.step, what="the redeliveries")
+        await until(lambda: len(spool.file.pending) == 3, between=spool.step, what="the redeliveries")
         assert spool.file.acked == 1 and len(queue) == 0
         assert [journal.decode(r).id for r in deliveries(spool.out)] == ["m0", "m1", "m2", "m3"]
         for record in deliveries(spool.out)[1:]:
@@ -248,11 +249,11 @@ async def test_a_file_made_in_an_outbox_directory_consumes_its_queue(server, tmp
         assert len(queue.consumers) == 2
         mqks = await server.mqks()
         mqks.send("r1 rebind work --add ev", *[f"m{i} publish ev {i}" for i in range(4)])
-        await until(lambda: len(deliveries(one)) + len(deliveries(two)) == 4, spool.step)
+        await until(lambda: len(deliveries(one)) + len(deliveries(two)) == 4, between=spool.step)
         assert [journal.decode(r).id for r in deliveries(one)] == ["m0", "m2"]
         os.unlink(two)                              # unsubscribes: its records go back
         spool.poll()
-        await until(lambda: len(deliveries(one)) == 4, spool.step)
+        await until(lambda: len(deliveries(one)) == 4, between=spool.step)
         assert [journal.decode(r).id for r in deliveries(one)] == ["m0", "m2", "m1", "m3"]
         assert [journal.decode(r).retry for r in deliveries(one)] == [0, 0, 1, 1]
         assert len(queue.consumers) == 1
@@ -325,7 +326,7 @@ async def test_an_over_long_record_in_a_file_it_starts_on_adopts_nothing(server,
     path.write_bytes(b"#an outbox file\n=" + b"=" * (5 << 19) + b"\n\\i=m-7\n-next\n\\i=m-8\n")
     spool = outbox_spool(server, tmp_path)
     try:
-        await until(lambda: spool.file.state == "open", spool.step, what="the file loaded")
+        await until(lambda: spool.file.state == "open", between=spool.step, what="the file loaded")
         assert set(spool.file.known) == {"m-8"}
         spool.write("jobs.tq", "-do it\n\\i=m-7\n\n")
         spool.poll()

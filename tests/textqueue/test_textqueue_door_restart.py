@@ -5,9 +5,9 @@ import os
 import signal
 import socket
 import threading
-import time
 
 from tests.support.process import BrokerProcess
+from tests.support.waits import wait_until
 
 N = 300_000
 RECORD = b"-message %07d of a file killed mid-way\n"
@@ -62,10 +62,8 @@ def test_a_broker_killed_mid_file_publishes_nothing_marked_again(tmp_path):
     assert first.ready.wait(10)
     os.rename(staged, path)
     fd = os.open(path, os.O_RDONLY)
-    deadline = time.monotonic() + 60
-    while os.pread(fd, 1, (N // 5) * size) != b"=":     # a fifth is flipped: kill it now
-        assert time.monotonic() < deadline, "the broker did not get a fifth of the way"
-        time.sleep(0.001)
+    wait_until(lambda: os.pread(fd, 1, (N // 5) * size) == b"=",   # a fifth: kill it now
+               60, "the broker to get a fifth of the way", step=0.001)
     broker.process.send_signal(signal.SIGKILL)
     broker.process.wait(10)
     os.close(fd)
@@ -80,14 +78,11 @@ def test_a_broker_killed_mid_file_publishes_nothing_marked_again(tmp_path):
         second = Consumer(broker.ports["mqks"])
         second.start()
         assert second.ready.wait(10)
-        deadline = time.monotonic() + 120
-        while len(second.got) < N - len(marked):
-            assert time.monotonic() < deadline, (len(second.got), N - len(marked))
-            time.sleep(0.01)
-        deadline = time.monotonic() + 30
-        while set(marks(path)) != {ord("=")}:
-            assert time.monotonic() < deadline, "not every record was flipped"
-            time.sleep(0.01)
+        wait_until(lambda: len(second.got) >= N - len(marked), 120,
+                   f"the {N - len(marked)} unmarked records", step=0.01,
+                   detail=lambda: f"{len(second.got)} came")
+        wait_until(lambda: set(marks(path)) == {ord("=")}, 30, "every record flipped",
+                   step=0.01)
     finally:
         broker.stop()
     second.join(10)

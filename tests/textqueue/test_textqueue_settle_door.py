@@ -32,7 +32,7 @@ def test_a_stamp_with_a_door_round_trips_in_eight_bytes(reason, door, after):
     settled = Settle(reason, (created + after) / 1000, door)
     env = Envelope("m1", "s", (b"x",), created_at=created / 1000, settled=settled)
     record = journal.encode_message(env, base_ms=BASE, settled=settled).rstrip(b"\n")
-    stamp = journal._variable(record, b"e")
+    stamp = journal.value_of(record, b"e")
     assert len(stamp) == journal.SETTLE_WIDTH
     want = Settle(reason, (created + _kept(after)) / 1000, door)
     assert journal.decode(record, BASE).settled == want

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from mqksbridge.protocols.textqueue import (
     Edit, Parser, Record, TextQueueError, edit_key, encode_record, flip, flip_queued,
     merge_edits, rewrite, scan, variable)
+from mqksbridge.protocols.textqueue.records import Reason
 from tests.textqueue.strategies import (apply_edits, body_text, records, variable_text, write,
                                         write_file)
 
@@ -71,6 +72,18 @@ def test_rewrite_counts_bytes_and_refuses_what_does_not_fit():
     multibyte, = Parser().feed("\u00e9x\n-".encode())
     with pytest.raises(TextQueueError):
         flip(multibyte, "=")
+
+
+def test_each_refusal_says_which_rule():
+    """specs/errors.md: the one error type, its `code` a Reason."""
+    record, = Parser().feed(encode_record("-", "x", [variable("v", "", 4)]) + b"-")
+    for call, code in [(lambda: Parser(max_record=1), Reason.ARGUMENT),
+                       (lambda: variable("a", "ends with space "), Reason.VALUE),
+                       (lambda: rewrite(record.variables[0], "12345"), Reason.FIT),
+                       (lambda: flip(record, "\u00e9"), Reason.ARGUMENT)]:
+        with pytest.raises(TextQueueError) as info:
+            call()
+        assert info.value.code is code and info.value.reason
 
 
 @settings(max_examples=100, deadline=None)

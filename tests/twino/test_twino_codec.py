@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqksbridge.protocols.twino import codec, schema
-from mqksbridge.protocols.twino.codec import Frame, FrameDecoder, MessageType, TwinoProtocolError
+from mqksbridge.protocols.twino.codec import (Frame, FrameDecoder, MessageType, Reason,
+                                              TwinoProtocolError)
 
 PROPERTY = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -113,8 +114,8 @@ def test_garbage_only_ever_raises_the_protocol_error(garbage, cuts, limit):
         for chunk in split(garbage, cuts):
             for frame in decoder.feed(chunk):
                 assert isinstance(frame, Frame)
-    except TwinoProtocolError:
-        pass
+    except TwinoProtocolError as exc:
+        assert exc.code is Reason.FRAME
     assert decoder.buffered <= max(limit, len(garbage))
 
 
@@ -157,7 +158,22 @@ def test_frames_before_an_error_are_handed_over():
     bad = bytes([0x11, 0x10, 0, 0, 0, 0, 0, 0xFF]) + b"\xff" * 8
     with pytest.raises(TwinoProtocolError) as caught:
         FrameDecoder().feed(good + bad)
-    assert [frame.content for frame in caught.value.frames] == [b"ok"]
+    assert [frame.content for frame in caught.value.done] == [b"ok"]
+    assert caught.value.code is Reason.FRAME
+
+
+@PROPERTY
+@given(st.lists(st.binary(max_size=300), max_size=5), st.lists(st.integers(0, 10**6), max_size=8))
+def test_every_frame_before_an_error_is_handed_over_under_any_chunking(contents, cuts):
+    """specs/errors.md: the frames before the bad one come out in order (earlier reads plus
+    the error's `done`), however the bytes are cut."""
+    frames = [Frame(MessageType.QUEUE_MESSAGE, target="q", content=c) for c in contents]
+    bad = bytes([0x11, 0x10, 0, 0, 0, 0, 0, 0xFF]) + b"\xff" * 8
+    decoder, got = FrameDecoder(max_frame_size=1000), []
+    with pytest.raises(TwinoProtocolError) as caught:
+        for chunk in split(b"".join(map(codec.encode, frames)) + bad, cuts):
+            got += decoder.feed(chunk)
+    assert got + caught.value.done == [frame.copy(ttl=frame.ttl - 1) for frame in frames]
 
 
 @pytest.mark.parametrize("frame", [

@@ -210,6 +210,23 @@ async def test_oversize_frame_closes_only_that_connection():
         await running.stop()
 
 
+@pytest_twisted.ensureDeferred
+async def test_frames_before_a_bad_frame_are_served_then_the_close(server):
+    """specs/errors.md: one write of two pushes and then a frame over the size limit: both
+    pushes are delivered, then the sender's connection closes."""
+    consumer = await server.twino()
+    assert await consumer.join("before") == 0
+    producer = await server.twino()
+    pushes = [encode(Frame(MessageType.QUEUE_MESSAGE, message_id=f"m{i}", source=producer.client_id,
+                           target="before", content_type=1, content=b"%d" % i)) for i in (1, 2)]
+    too_big = bytes([0x11, 0x10, 0, 0, 0, 0, 0, 0xFF]) + b"\xff" * 8
+    await producer.send_frame(b"".join(pushes) + too_big)
+    assert [(await consumer.recv(5)).content for _ in range(2)] == [b"1", b"2"]
+    with pytest.raises(ConnectionError):
+        await producer.recv(5)
+    await consumer.close()
+
+
 @settings(max_examples=25, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(garbage=st.binary(min_size=1, max_size=300))

@@ -168,6 +168,19 @@ def test_replayed_forged_and_unsealed_messages_are_refused():
         assert server.state == "closed"
 
 
+def test_messages_sealed_before_a_violation_are_handed_over_with_it():
+    """specs/errors.md: the messages a chunk completes before the violation are `done`."""
+    for attack in ("forged", "plain"):
+        server, client = CurveConnection(SERVER_SECRET), Client()
+        handshake(server, client)
+        good = client.message([b"one", b"1"]) + client.message([b"two"])
+        bad = codec.frame(b"three") if attack == "plain" else client.message([b"x"])[:-1] + b"?"
+        with pytest.raises(ZmtpError, match="CURVE") as info:
+            server.receive_data(good + bad)
+        assert info.value.done == [[b"one", b"1"], [b"two"]], attack
+        assert server.state == "closed"
+
+
 def test_a_cookie_not_ours_and_a_false_vouch_are_refused():
     server, client = CurveConnection(SERVER_SECRET), Client()
     server.receive_data(client.hello())
