@@ -78,13 +78,23 @@ class Turns:
                 fn(*args)
 
 
+def engine(clock):
+    """What doors run on: the checkout's embedded engine, or the core's Broker in a
+    checkout from before the engine seam (bridge.engine)."""
+    try:
+        from mqksbridge.bridge.engine import EmbeddedEngine as Engine
+    except ImportError:
+        from mqksbridge.core import Broker as Engine
+    return Engine(clock)
+
+
 def mqks(n, manual):
     from mqksbridge.bridge.mqks.door import MqksConnection, MqksDoor
     from mqksbridge.bridge.outbox import FlushScheduler
-    from mqksbridge.core import Broker, FakeClock
+    from mqksbridge.core import FakeClock
 
     turns = Turns()
-    door = MqksDoor(Broker(FakeClock()), FlushScheduler(turns))
+    door = MqksDoor(engine(FakeClock()), FlushScheduler(turns))
     consumer, publisher = MqksConnection(door), MqksConnection(door)
     consumer.makeConnection(FakeTransport())
     publisher.makeConnection(FakeTransport())
@@ -125,10 +135,10 @@ class FakeRouter:
 
 def malamute(n, kind):
     from mqksbridge.bridge.malamute.door import MalamuteDoor
-    from mqksbridge.core import Broker, FakeClock
+    from mqksbridge.core import FakeClock
     from mqksbridge.protocols.malamute import codec
 
-    door = MalamuteDoor(Broker(FakeClock()))
+    door = MalamuteDoor(engine(FakeClock()))
     router = door.transport = FakeRouter()
     worker, client = b"\x00\x00\x00\x00\x01", b"\x00\x00\x00\x00\x02"
     door.received_all(worker, [codec.encode(codec.ConnectionOpen("worker"))])
@@ -163,12 +173,12 @@ def malamute_wire(n, workers, size=len(BODY)):
     from mqksbridge.bridge.malamute.door import MalamuteDoor
     from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
     from mqksbridge.bridge.outbox import FlushScheduler
-    from mqksbridge.core import Broker, FakeClock
+    from mqksbridge.core import FakeClock
     from mqksbridge.protocols.malamute import codec
     from mqksbridge.protocols.zmtp.codec import GREETING, message, ready
 
     turns = Turns()
-    door = MalamuteDoor(Broker(FakeClock()))
+    door = MalamuteDoor(engine(FakeClock()))
     router = door.transport = ZmtpRouter(FlushScheduler(turns), door.received_all, door.lost)
 
     def peer(*commands):
@@ -206,13 +216,13 @@ def twino(n, broadcast):
     from mqksbridge.bridge.config import DEFAULTS
     from mqksbridge.bridge.outbox import FlushScheduler
     from mqksbridge.bridge.twino.door import TwinoConnection, TwinoDoor
-    from mqksbridge.core import Broker, FakeClock
+    from mqksbridge.core import FakeClock
     from mqksbridge.protocols.twino.codec import (PROTOCOL, ContentType, Frame, MessageType,
                                                   acknowledge, encode)
 
     turns = Turns()
     settings = copy.deepcopy(DEFAULTS["twino"])
-    door = TwinoDoor(Broker(FakeClock()), FlushScheduler(turns), task.Clock(), settings)
+    door = TwinoDoor(engine(FakeClock()), FlushScheduler(turns), task.Clock(), settings)
 
     def connection(name):
         conn = TwinoConnection(door)

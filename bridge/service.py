@@ -2,8 +2,10 @@
 the admin endpoint), stopped in order by bridge.shutdown.BridgeService.
 
 Each door module exposes `build(config, broker, scheduler, reactor, clock) -> (door,
-services)`; adding a door means adding it to DOORS, its keys to bridge.settings.TABLE and a
-flag here. `reactor` is for I/O (listeners, the per-turn flush), `clock` for time.
+services)`, where `broker` is the engine (bridge.engine.IEngine; today the embedded one,
+the core in this process); adding a door means adding it to DOORS, its keys to
+bridge.settings.TABLE and a flag here. `reactor` is for I/O (listeners, the per-turn
+flush), `clock` for time.
 """
 import difflib
 import gc
@@ -20,6 +22,7 @@ from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge import journal
 from mqksbridge.bridge.clock import ReactorClock, periodic
 from mqksbridge.bridge.descriptors import DescriptorLimit
+from mqksbridge.bridge.engine import EmbeddedEngine
 from mqksbridge.bridge.listeners import quiet_cannot_listen
 from mqksbridge.bridge.logs import json_observer, log_file
 from mqksbridge.bridge.memory import MemoryWatermark, watermark_bytes
@@ -27,7 +30,6 @@ from mqksbridge.bridge.outbox import FlushScheduler
 from mqksbridge.bridge import security as security_module
 from mqksbridge.bridge import spill as spill_module
 from mqksbridge.bridge.shutdown import BridgeService
-from mqksbridge.core import Broker
 
 DOORS = ["mqks", "malamute", "twino", "textqueue"]
 log = Logger(namespace="mqksbridge.service")
@@ -183,12 +185,13 @@ def build(config, reactor=None, clock=None):
     top = BridgeService(clock, config["broker"]["shutdown_timeout"])
     settings = config["broker"]
     security = security_module.build(config)
-    broker = Broker(ReactorClock(clock), flow_limit=settings["flow_limit"] or None,
-                    flow_max_hold=settings["flow_max_hold"],
-                    queue_size_limit=configuration.size_limit(settings["queue_size_limit"]),
-                    mailbox_size_limit=configuration.size_limit(settings["mailbox_size_limit"]),
-                    queue_length_limit=configuration.size_limit(settings["queue_length_limit"]),
-                    queue_overflow=settings["queue_overflow"], guarded=security.enabled)
+    broker = EmbeddedEngine(
+        ReactorClock(clock), flow_limit=settings["flow_limit"] or None,
+        flow_max_hold=settings["flow_max_hold"],
+        queue_size_limit=configuration.size_limit(settings["queue_size_limit"]),
+        mailbox_size_limit=configuration.size_limit(settings["mailbox_size_limit"]),
+        queue_length_limit=configuration.size_limit(settings["queue_length_limit"]),
+        queue_overflow=settings["queue_overflow"], guarded=security.enabled)
     security.counters = broker.counters          # refusals beside the broker's other counts
     spill, spill_service = spill_module.build(config, broker, reactor, clock)  # before any queue
     if spill is not None:
@@ -224,7 +227,7 @@ def build(config, reactor=None, clock=None):
     top.doors, top.scheduler, top.broker, top.security = doors, scheduler, broker, security
     top.durability = durability
     top.spill = spill
-    durability.recover(doors["twino"].queues)   # before any listener accepts
+    durability.recover()    # before any listener accepts
     top.admin, services = admin_endpoint.build(config, broker, doors, listeners, reactor,
                                                clock, security=security)
     listeners["admin"] = [svc for svc in services if hasattr(svc, "ready")]

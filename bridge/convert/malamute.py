@@ -13,8 +13,7 @@ longer one, or one with a NUL, raises Unrepresentable (the C setter would cut it
 do).
 """
 from mqksbridge.bridge.convert import Unrepresentable
-from mqksbridge.core import Message
-from mqksbridge.core.cache import bounded
+from mqksbridge.bridge.engine import Message, bounded
 from mqksbridge.protocols.malamute.codec import (encode_mailbox_deliver, encode_service_deliver,
                                       encode_stream_deliver)
 

@@ -10,8 +10,7 @@ import base64
 import re
 import urllib.parse
 
-from mqksbridge.core import Message
-from mqksbridge.core.cache import bounded
+from mqksbridge.bridge.engine import Message, bounded
 from mqksbridge.protocols.mqks.replies import DELIVERY_TAIL, delivery_tail as line_tail
 
 DOOR = "mqks"

@@ -13,8 +13,7 @@ with room for the worker's reason. The origin of an inbox publish is always `tex
 import urllib.parse
 from typing import NamedTuple, Optional
 
-from mqksbridge.core.cache import bounded
-from mqksbridge.core.message import Message
+from mqksbridge.bridge.engine import Message, bounded
 from mqksbridge.protocols.textqueue import Record, journal, unpadded
 
 DOOR = "textqueue"

@@ -8,8 +8,7 @@ CRLF or bytes that are not UTF-8, a header block over 64 KiB, a sender over 255 
 raises Unrepresentable instead of being cut.
 """
 from mqksbridge.bridge.convert import Unrepresentable
-from mqksbridge.core.cache import bounded
-from mqksbridge.core.message import Message
+from mqksbridge.bridge.engine import Message, bounded
 from mqksbridge.protocols.twino.codec import (MAX_NAME_BYTES, Frame, FrameTemplate, MessageType,
                                               TwinoProtocolError, encode, encode_headers)
 

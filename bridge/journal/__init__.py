@@ -123,12 +123,12 @@ class Durability:
         return None if journal is None else journal.bytes
 
     # -- start ------------------------------------------------------------------------------
-    def recover(self, twino=None):
-        """Rebuild every durable queue (before the doors listen): the definitions first
-        (bridge.journal.definitions; `twino` is the Twino door's queue registry, for
-        queues with a Twino side), then the messages of every journal, into the queue of
-        its name (a plain one when no definition names it). Returns {name: messages}."""
-        self.definitions.restore(twino)
+    def recover(self):
+        """Rebuild every durable queue (before the doors listen), through the core alone:
+        the definitions first (bridge.journal.definitions: each door reads its own
+        arguments from them), then the messages of every journal, into the queue of its
+        name (a plain one when no definition names it). Returns {name: messages}."""
+        self.definitions.restore()
         collecting = gc.isenabled()
         gc.disable()            # a million new long-lived objects: no collection in between
         try:
@@ -169,7 +169,7 @@ class Durability:
                 queue.window.page_out_placed(queue.backlog, len(offsets), size, segment, offsets,
                                              sizes, retries)
                 paged += len(offsets)
-            self._settle_in(journal, recovered)
+            journal.settle_in(recovered)
             counts[name] = len(entries) + paged
             log.info("journal: queue {name!r} recovered with {n} messages from {s} segments",
                      name=name, n=counts[name], s=len(recovered.segments))
@@ -191,39 +191,18 @@ class Durability:
             if mailbox.journal is None:
                 mailbox.attach_journal(journal)
             mailbox.recovered(entries)
-            self._settle_in(journal, recovered)
+            journal.settle_in(recovered)
             log.info("journal: mailbox {name!r} recovered with {n} messages", name=name,
                      n=len(entries))
 
     def _reopen(self, store, recovered, policy):
         """The journal of a recovered directory, and its live entries in order."""
         journal = store.journal(recovered.name, policy)
-        journal.directory = recovered.directory
-        journal.segments = list(recovered.segments)
-        journal.next_number = recovered.next_number
-        journal.bytes = sum(s.end for s in recovered.segments)
-        for segment in recovered.segments:
-            segment.open(self.writer.files)
-        for segment, offset, size in recovered.superseded:
-            self.writer.edit(segment, offset, b"#")
+        journal.reopen(recovered)
         return journal, recovered.entries
 
-    def _settle_in(self, journal, recovered):
-        """After recovery: records typed without room for edits get it; segments with
-        nothing live retire."""
-        for entry in recovered.unplaced:
-            if entry.record is not None:
-                journal.adopt(entry)
-        for segment in list(journal.segments):
-            if segment.live == 0:
-                journal._retire(segment)
-
     def _retire_all(self, name, recovered, store):
-        journal = store.journal(name, self.policies.get(name, self.policy))
-        journal.segments = list(recovered.segments)
-        for segment in recovered.segments:
-            segment.open(self.writer.files)
-            journal._retire(segment)
+        store.journal(name, self.policies.get(name, self.policy)).retire_all(recovered)
         del store.journals[name]
 
 

@@ -1,13 +1,26 @@
 """Durable queue definitions across restarts: `<data_dir>/definitions.json`.
 
 Messages come back from the journals; what makes each durable queue what it is comes
-back from here: its mode and options, the stream bindings that route to it (MQKS events),
-its Twino side (channel, queue id, Twino options, the channel's settings) and its fsync
-policy. One JSON document, indented and sorted, for a person to read:
+back from here, as data any door or none can read: its mode and core options (limits,
+timeouts, dead letters), the stream bindings that route to it (MQKS events), its fsync
+policy, each door's own arguments for it, and the channel it belongs to (its defaults,
+DestroyWhenEmpty and each door's arguments). One JSON document, indented and sorted, for
+a person to read:
 
-    {"version": 1, "queues": {"jobs": {"mode": "round-robin", "fsync": "always",
-        "options": {"max_deliveries": 5, "dead_letter": "jobs.dlq"},
-        "bindings": {"mqks": ["job.new", "job.retry"]}}, ...}}
+    {"version": 2, "queues": {"orders/1": {"mode": "round-robin", "fsync": "always",
+        "options": {"max_deliveries": 5, "dead_letter": "orders/1.dlq"},
+        "bindings": {"mqks": ["job.new"]},
+        "arguments": {"twino": {"request_acknowledge": true, "tag": null, ...}}}, ...},
+     "channels": {"orders": {"defaults": {...}, "destroy_when_empty": false,
+        "arguments": {"twino": {"client_limit": 0, ...}}}}}
+
+Restoring needs no door: the core makes each channel and queue from the data, a queue's
+door arguments are kept in `queue.attrs["arguments"]` (and saved again as they are), and
+each door reads its own when it first sees the queue, as a broker persists queue
+arguments that its protocol adapters interpret (docs/engine.md). A door's
+entry in `queue.attrs` that has an `arguments()` method is saved under the door's name;
+a channel's door entries are plain dicts, saved as they are. Version 1 files (a
+`twino` section per queue) are read too.
 
 It is rewritten whenever a durable queue is created, removed or redefined (a door emits
 `queue-defined` after changing bindings, options or status), at most once a reactor turn:
@@ -26,7 +39,9 @@ from mqksbridge.bridge.journal import layout
 from mqksbridge.bridge.journal.files import parents_of
 
 log = Logger(namespace="mqksbridge.journal")
-VERSION = 1
+VERSION = 2
+READABLE = (1, VERSION)  # version 1: each queue's Twino side in a section of its own
+ARGUMENTS = "arguments"   # queue.attrs key: saved door arguments no door has read yet
 OPTIONS = ("ack_timeout", "max_messages", "max_bytes", "max_message_size", "wait_for_ack",
            "only_first", "when_unused", "max_deliveries", "dead_letter")
 
@@ -85,11 +100,13 @@ class Definitions:
 
     # -- what a queue is -----------------------------------------------------------------
     def snapshot(self):
-        queues = {}
+        queues, channels = {}, {}
         for name, queue in self.broker.queues.items():
             if queue.journal is not None:
                 queues[name] = self.describe(queue)
-        return {"version": VERSION, "queues": queues}
+                if queue.channel is not None:
+                    channels[queue.channel.name] = describe_channel(queue.channel)
+        return {"version": VERSION, "queues": queues, "channels": channels}
 
     def describe(self, queue):
         options = {}
@@ -105,65 +122,105 @@ class Definitions:
         found = {"mode": queue.mode, "fsync": queue.journal.policy, "options": options}
         if bindings:
             found["bindings"] = bindings
-        twino = queue.attrs.get("twino")
-        if twino is not None:
-            channel = queue.channel
-            found["twino"] = {
-                "channel": twino.channel, "id": twino.id, "options": twino.options(),
-                "channel_settings": {**channel.attrs.get("twino", {}),
-                                     "destroy_when_empty": channel.destroy_when_empty}
-                if channel else {},
-                "channel_defaults": dict(channel.defaults) if channel else {},
-            }
+        arguments = queue_arguments(queue)
+        if arguments:
+            found["arguments"] = arguments
         return found
 
     # -- start -------------------------------------------------------------------------------
     def load(self):
-        """The saved definitions ({name: definition}); {} when there are none."""
+        """The saved definitions, as {"queues": {name: definition}, "channels": {name:
+        definition}} in the current form whatever version the file has; empty when there
+        are none."""
+        nothing = {"queues": {}, "channels": {}}
         try:
             with open(self.path, "rb") as f:
                 document = json.load(f)
         except FileNotFoundError:
-            return {}
+            return nothing
         except (OSError, ValueError) as exc:
             log.error("definitions file {path} unreadable ({exc}); queues come back plain",
                       path=self.path, exc=exc)
-            return {}
-        if document.get("version") != VERSION:
+            return nothing
+        if document.get("version") not in READABLE:
             log.error("definitions file {path}: version {v} unknown; ignored",
                       path=self.path, v=document.get("version"))
-            return {}
-        return document.get("queues", {})
+            return nothing
+        if document["version"] == 1:
+            return upgraded(document.get("queues", {}))
+        return {"queues": document.get("queues", {}), "channels": document.get("channels", {})}
 
-    def restore(self, twino=None):
-        """Make every saved queue as it was (before the journals are read). `twino` is the
-        Twino door's queue registry, for queues with a Twino side."""
+    def restore(self):
+        """Make every saved channel and queue as it was (before the journals are read),
+        through the core alone: a door that is there reads its arguments as it sees each
+        queue (the broker's queue-created event), one that is not finds them later."""
         saved = self.load()
-        for name, found in saved.items():
+        for name, found in saved["channels"].items():
+            if name not in self.broker.channels:
+                try:
+                    self.broker.channel(name, defaults=found.get("defaults", {}),
+                                        attrs=copied(found.get("arguments", {})),
+                                        destroy_when_empty=found.get("destroy_when_empty",
+                                                                     False))
+                except Exception:
+                    log.failure("definition of channel {name!r} not restored", name=name)
+        for name, found in saved["queues"].items():
             try:
-                self._restore(name, found, twino)
+                self._restore(name, found)
             except Exception:
                 log.failure("definition of queue {name!r} not restored", name=name)
         self.saved = self.snapshot()
         return saved
 
-    def _restore(self, name, found, twino):
-        queue = self.broker.queues.get(name)
-        side = found.get("twino")
-        if queue is None and side is not None and twino is not None:
-            channel = self.broker.channels.get(side["channel"])
-            if channel is None:
-                channel = twino.create_channel(side["channel"], {
-                    **side.get("channel_settings", {}), **side.get("channel_defaults", {})})
-            state, code = twino.create_queue(channel, side["id"], side.get("options", {}))
-            queue = state.queue if state is not None else None
-        if queue is None:
-            queue = self.broker.queue(name, mode=found.get("mode", "round-robin"))
+    def _restore(self, name, found):
         options = {k: v for k, v in found.get("options", {}).items() if k in OPTIONS}
+        mode = found.get("mode", "round-robin")
+        queue = self.broker.queues.get(name)
+        if queue is None:
+            queue = self.broker.queue(name, mode=mode,
+                                      attrs={ARGUMENTS: copied(found.get("arguments", {}))})
         if options:
             queue.configure(**options)
-        if found.get("mode") and queue.mode != found["mode"]:
-            queue.set_mode(found["mode"])
+        if queue.mode != mode:
+            queue.set_mode(mode)
         for stream, subjects in found.get("bindings", {}).items():
             self.broker.stream(stream).set_bindings(name, subjects)
         self.durability.make_durable(queue, found.get("fsync"))
+
+
+def queue_arguments(queue):
+    """{door: arguments} of a queue: those saved and not read yet, then each door's own."""
+    arguments = dict(queue.attrs.get(ARGUMENTS) or {})
+    for door, value in queue.attrs.items():
+        describe = getattr(value, "arguments", None)
+        if describe is not None:
+            arguments[door] = describe()
+    return arguments
+
+
+def describe_channel(channel):
+    return {"defaults": dict(channel.defaults), "destroy_when_empty": channel.destroy_when_empty,
+            "arguments": {door: dict(value) for door, value in channel.attrs.items()
+                          if isinstance(value, dict)}}
+
+
+def copied(arguments):
+    return {door: dict(value) for door, value in arguments.items()}
+
+
+def upgraded(queues):
+    """Version 1 definitions in the current form: each queue's `twino` section becomes its
+    Twino arguments and the definition of its channel."""
+    result = {"queues": {}, "channels": {}}
+    for name, found in queues.items():
+        found = dict(found)
+        side = found.pop("twino", None)
+        if side is not None:
+            found["arguments"] = {"twino": dict(side.get("options", {}))}
+            settings = dict(side.get("channel_settings", {}))
+            destroy = bool(settings.pop("destroy_when_empty", False))
+            result["channels"].setdefault(side["channel"], {
+                "defaults": dict(side.get("channel_defaults", {})),
+                "destroy_when_empty": destroy, "arguments": {"twino": settings}})
+        result["queues"][name] = found
+    return result

@@ -209,6 +209,38 @@ class QueueJournal:
         slot = entry.record
         self._move(entry, slot, self.current or self._roll(compact=False), [(slot.offset, b"#")])
 
+    # -- recovery ------------------------------------------------------------------------------
+    def reopen(self, recovered):
+        """Take over a recovered directory (bridge.journal.recovery): its segments, opened
+        for edits, new ones numbered after them; superseded records flipped to `#`."""
+        files = self.writer.files
+        self.directory = recovered.directory
+        self.segments = list(recovered.segments)
+        self.next_number = recovered.next_number
+        self.bytes = sum(s.end for s in recovered.segments)
+        for segment in recovered.segments:
+            segment.open(files)
+        for segment, offset, size in recovered.superseded:
+            self.writer.edit(segment, offset, b"#")
+
+    def settle_in(self, recovered):
+        """Once its entries are back in the queue: records typed without room for edits
+        get it, segments with nothing live retire."""
+        for entry in recovered.unplaced:
+            if entry.record is not None:
+                self.adopt(entry)
+        for segment in list(self.segments):
+            if segment.live == 0:
+                self._retire(segment)
+
+    def retire_all(self, recovered):
+        """A recovered directory with nothing live (a deleted queue's): every segment
+        retires."""
+        self.segments = list(recovered.segments)
+        for segment in recovered.segments:
+            segment.open(self.writer.files)
+            self._retire(segment)
+
     # -- segments ------------------------------------------------------------------------------
     def _roll(self, compact=True):
         """A new current segment; the old one retires if it is all settled already, and

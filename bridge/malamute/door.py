@@ -13,6 +13,8 @@ from functools import partial
 from twisted.logger import Logger
 
 from mqksbridge.bridge.clock import periodic
+from mqksbridge.bridge.engine import (
+    CONSUME, DROPPED, MAILBOX, QUEUE, STREAM, Client, Consumer, Denied, Taken)
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.config import size_limit
 from mqksbridge.bridge.convert.malamute import RAW_MAILBOX, RAW_SERVICE, RAW_STREAM, message
@@ -22,9 +24,6 @@ from mqksbridge.bridge.malamute import curve_keys
 from mqksbridge.bridge.malamute.endpoints import ZmqListener
 from mqksbridge.bridge.malamute.zmtp_router import CurveEndpoint, ZmtpRouter
 from mqksbridge.bridge.traffic import DoorTraffic
-from mqksbridge.core import Client, Consumer
-from mqksbridge.core.mailbox import DROPPED
-from mqksbridge.core.permissions import CONSUME, MAILBOX, QUEUE, STREAM, Denied, Taken
 from mqksbridge.protocols.malamute import codec, zrex
 from mqksbridge.protocols.malamute import session as ev
 from mqksbridge.protocols.malamute.codec import COMMAND_INVALID, FAILED, encode_error
@@ -428,7 +427,7 @@ class MalamuteDoor:
                                 credit=0 if peer.credit else None)
             peer.offers[key] = consumer
             peer.subscriptions += 1
-            self.broker.add_consumer(self.broker.queue(event.service), consumer)
+            self.broker.consume(self.broker.queue(event.service), consumer)
 
     # -- time -------------------------------------------------------------------------------
     def _expire(self, peer):

@@ -16,6 +16,8 @@ from zope.interface import implementer
 
 from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.convert import mqks as convert
+from mqksbridge.bridge.engine import (
+    BROKER, MANAGE, QUEUE, Client, Consumer, Denied, bounded, check)
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.names import to_name, to_wire
@@ -23,9 +25,6 @@ from mqksbridge.bridge.listeners import LIMIT, DoorFactory, ListenerService
 from mqksbridge.bridge.logs import Repeats, door_repeats
 from mqksbridge.bridge.outbox import Outbox
 from mqksbridge.bridge.traffic import DoorTraffic
-from mqksbridge.core import Client, Consumer, Denied
-from mqksbridge.core.cache import bounded
-from mqksbridge.core.permissions import BROKER, MANAGE, QUEUE, check
 from mqksbridge.protocols.mqks.errors import MqksProtocolError, Reason
 from mqksbridge.protocols.mqks.framing import LineFramer
 from mqksbridge.protocols.mqks.masks import apply_rebind
@@ -225,7 +224,7 @@ class MqksDoor:
         if confirm:
             conn.write(ok(cid))
         self.consumers[cid] = consumer
-        self.broker.add_consumer(queue, consumer)
+        self.broker.consume(queue, consumer)
 
     def rebind(self, conn, req_id, data, confirm):
         queue_raw, replace, remove, masks, add = parse_rebind(data)
@@ -284,7 +283,7 @@ class MqksDoor:
         del self.consumers[cid]
         if confirm:
             conn.write(ok(req_id))
-        self.broker.remove_consumer(consumer)
+        self.broker.cancel(consumer)
 
     def delete_queue(self, conn, req_id, queue_raw, confirm):
         name = to_name(queue_raw)

@@ -28,8 +28,8 @@ from functools import partial
 from twisted.logger import Logger
 
 from mqksbridge.bridge.convert import textqueue as convert
+from mqksbridge.bridge.engine import Client, Message
 from mqksbridge.bridge.textqueue import files, targets
-from mqksbridge.core import Client, Message
 from mqksbridge.protocols.textqueue import (
     ORPHAN, Edit, Incomplete, Record, TextQueueError, Variable, edit_key, flip,
     flip_queued, merge_edits, one_line_body, record_start, rewrite, scan)

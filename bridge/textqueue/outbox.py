@@ -27,8 +27,8 @@ from operator import itemgetter
 from twisted.logger import Logger
 
 from mqksbridge.bridge.convert import textqueue as convert
+from mqksbridge.bridge.engine import Client, Consumer
 from mqksbridge.bridge.textqueue import files, targets
-from mqksbridge.core import Client, Consumer
 from mqksbridge.protocols.textqueue import (
     DEFAULT_MAX_RECORD, journal, record_start, scan)
 
@@ -120,7 +120,7 @@ class OutboxFile:
         self.consumer = Consumer(f"textqueue:{self.path}", self.client, self._deliver,
                                  manual_ack=True, credit=max(free, 0),
                                  on_cancel=self._cancelled)
-        broker.add_consumer(queue, self.consumer)
+        broker.consume(queue, self.consumer)
 
     def _cancelled(self, consumer):
         """The queue was deleted: the next poll consumes it again (as configured)."""
@@ -471,7 +471,7 @@ class OutboxFile:
             self.flush()
         self.state = "gone"
         if self.consumer is not None:
-            self.door.broker.remove_consumer(self.consumer)
+            self.door.broker.cancel(self.consumer)
             self.consumer = None
         if self.fd is not None:
             os.close(self.fd)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from mqksbridge.bridge.convert import refusal
 from mqksbridge.bridge.convert.textqueue import unpct
-from mqksbridge.core.mailbox import DROPPED
+from mqksbridge.bridge.engine import DROPPED
 
 QUEUE, STREAM, MAILBOX = "queue", "stream", "mailbox"
 _KINDS = {"stream.": STREAM, "mailbox.": MAILBOX, "queue.": QUEUE}

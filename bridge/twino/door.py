@@ -14,6 +14,7 @@ from twisted.logger import Logger
 
 from mqksbridge.bridge.clock import periodic
 from mqksbridge.bridge.convert.twino import wire_id
+from mqksbridge.bridge.engine import CONSUME, MAILBOX, Client, Denied
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.listeners import LIMIT, DoorFactory, ListenerService
@@ -26,8 +27,6 @@ from mqksbridge.bridge.twino.events import TwinoEvents
 from mqksbridge.bridge.twino.ops import TwinoOperations
 from mqksbridge.bridge.twino.queues import TwinoQueues
 from mqksbridge.bridge.twino.routers import TwinoRouters
-from mqksbridge.core import Client
-from mqksbridge.core.permissions import CONSUME, MAILBOX, Denied
 from mqksbridge.protocols.twino.codec import (
     PING_BYTES, PONG_BYTES, PROTOCOL, QUEUE_MESSAGE, Frame, MessageType, ResultCode,
     TwinoProtocolError, encode, new_id, refused, server_ack,

@@ -7,8 +7,8 @@ the connection) we answer with a code instead; specs/twino.md lists each case.
 """
 import json
 
-from mqksbridge.core.channel import queue_name
-from mqksbridge.core.permissions import BROKER, MAILBOX, MANAGE, QUEUE, STREAM, Denied, check
+from mqksbridge.bridge.engine import (
+    BROKER, MAILBOX, MANAGE, QUEUE, STREAM, Denied, check, queue_name)
 from mqksbridge.protocols.twino.codec import (ContentType, Header, ResultCode,
                                               TwinoProtocolError, encode, queue_id_of, response)
 from mqksbridge.protocols.twino.models import (

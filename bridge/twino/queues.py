@@ -17,11 +17,10 @@ from functools import partial
 
 from mqksbridge.bridge.convert import Unrepresentable, dropped
 from mqksbridge.bridge.convert.twino import from_frame, queue_delivery
+from mqksbridge.bridge.engine import (
+    BROADCAST, CACHE, CONSUME, PAUSED, PUBLISH, PULL, PUSH_ALL, QUEUE, ROUND_ROBIN, STOPPED,
+    Consumer, Denied, check, numbered, queue_name as core_name)
 from mqksbridge.bridge.settings import POLICIES
-from mqksbridge.core import Consumer
-from mqksbridge.core.channel import numbered, queue_name as core_name
-from mqksbridge.core.permissions import CONSUME, PUBLISH, QUEUE, Denied, check
-from mqksbridge.core.queue import BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN, STOPPED
 from mqksbridge.protocols.twino.codec import (
     QUEUE_MESSAGE, Frame, Header, MessageType, NackReason, NoContent, ResultCode,
     TwinoProtocolError, encode, new_id, pull_answer, pull_status, reflag, server_ack,
@@ -67,8 +66,9 @@ class TwinoQueue:
         self.last_received = 0.0
         self.produced = {}                   # MessageProduced subscribers: conn -> None
 
-    def options(self):
-        """The Twino-side options as `apply` takes them (definitions across restarts)."""
+    def arguments(self):
+        """The Twino-side options as `apply` takes them: the queue's Twino arguments in its
+        durable definition (bridge.journal.definitions), read back by `state_of`."""
         return {"request_acknowledge": self.request_ack,
                 "message_timeout": round(self.message_timeout * 1000),
                 "use_message_id": self.use_message_id, "hide_client_names": self.hide_names,
@@ -359,13 +359,19 @@ class TwinoQueues:
         """The Twino side of a queue in a channel. A queue another door made (an MQKS
         `consume jobs`, a Malamute service) gets one on first sight: its mode and core
         options stay as they are, the channel's defaults set the Twino-only ones (member
-        acks, message ids, hidden names) and the producer-ack policy is the name's."""
+        acks, message ids, hidden names) and the producer-ack policy is the name's; then a
+        restored queue's saved Twino arguments, if it has them (its durable definition)."""
         state = queue.attrs.get("twino")
         if state is None:
             channel = queue.channel
             queue_id = 0 if queue.name == channel.name else numbered(queue.name)[1]
             state = TwinoQueue(channel.name, queue_id, queue.name, self.policy_for(queue.name))
             state.apply(channel.defaults)      # the core options it returns are not ours
+            saved = queue.attrs.get("arguments", {}).pop(DOOR, None)
+            if saved:
+                state.apply(saved)             # Twino-only: no core options in them
+                if state.persistent:
+                    queue.attrs["durable"] = True
             state.queue = queue
             queue.attrs["twino"] = state
         return state

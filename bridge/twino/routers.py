@@ -12,9 +12,9 @@ only: all of them when distributing, otherwise only until one takes the message.
 import json
 
 from mqksbridge.bridge.convert.twino import from_frame
+from mqksbridge.bridge.engine import DISTRIBUTE, ONLY_FIRST, ROUND_ROBIN
 from mqksbridge.bridge.twino.direct import DIRECT
 from mqksbridge.bridge.twino.queues import core_name
-from mqksbridge.core.stream import DISTRIBUTE, ONLY_FIRST, ROUND_ROBIN
 from mqksbridge.protocols.twino.codec import Frame, Header, MessageType, NackReason, ResultCode, encode, \
     new_id, response, server_ack
 from mqksbridge.protocols.twino.models import (

@@ -9,7 +9,8 @@ from twisted.logger import globalLogPublisher
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.outbox import FlushScheduler, Outbox
 from mqksbridge.bridge.textqueue import build
-from mqksbridge.core import Broker, Client, FakeClock, Message
+from mqksbridge.bridge.engine import EmbeddedEngine
+from mqksbridge.core import Client, FakeClock, Message
 
 
 def joined(items):
@@ -124,7 +125,7 @@ def test_a_textqueue_outbox_file_whose_append_raises_costs_only_that_file(failur
     and closed, its deliveries go back to the queue, and the connections marked after it
     in the same turn are still flushed."""
     turn = Turn()
-    broker = Broker(FakeClock())
+    broker = EmbeddedEngine(FakeClock())
     path = tmp_path / "jobs.tq"
     config = configuration.load(overrides={"textqueue": {
         "outbox": {"jobs": str(path)}, "watch": "poll", "poll_interval": 0.5}})

@@ -5,7 +5,8 @@ import time
 import zmq
 
 from mqksbridge.bridge.mqks.door import MqksDoor
-from mqksbridge.core import Broker, Client
+from mqksbridge.bridge.engine import EmbeddedEngine
+from mqksbridge.core import Client
 from mqksbridge.core.clock import FakeClock
 from mqksbridge.protocols.malamute import codec, zrex
 from tests.support.waits import wait_until
@@ -53,7 +54,7 @@ class _Connection:
 
 
 def _mqks_door():
-    broker = Broker(FakeClock())
+    broker = EmbeddedEngine(FakeClock())
     door = MqksDoor(broker, None)
     door.stream.set_bindings("orders", ["orders.created"])
     broker.queue("orders")                      # a bound queue, as MQKS users have

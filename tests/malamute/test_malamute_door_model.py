@@ -4,7 +4,8 @@ import pytest
 from twisted.logger import formatEvent, globalLogPublisher
 
 from mqksbridge.bridge.malamute.door import MalamuteDoor
-from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
+from mqksbridge.bridge.engine import EmbeddedEngine
+from mqksbridge.core import Client, Consumer, FakeClock, Message
 from mqksbridge.core.limits import SizeLimit
 from mqksbridge.protocols.malamute import codec
 from mqksbridge.protocols.malamute.codec import decode, encode
@@ -56,7 +57,7 @@ class FakeSocket:
 
 @pytest.fixture
 def door():
-    broker = Broker(FakeClock())
+    broker = EmbeddedEngine(FakeClock())
     d = MalamuteDoor(broker, timeout=10.0, check_interval=1.0)
     d.transport = FakeSocket()
     return d
