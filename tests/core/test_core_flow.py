@@ -3,21 +3,9 @@ import pytest
 
 from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
 from mqksbridge.core import queue as qmod
+from tests.support.inputs import Input
 
 LIMIT = 10
-
-
-class Input:
-    """What a door hands the core as a client's input: records pause/resume."""
-
-    def __init__(self):
-        self.calls = []
-
-    def pauseProducing(self):
-        self.calls.append("pause")
-
-    def resumeProducing(self):
-        self.calls.append("resume")
 
 
 def publisher(name="pub"):

@@ -1,20 +1,10 @@
 """Flow control counts a queue's whole backlog, paged-out messages too: a window smaller
 than `broker.flow_limit` must not leave a fast publisher unpaced (core.flow)."""
 from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
+from tests.support.inputs import Input
 from tests.support.pager import tiny_windows
 
 LIMIT = 10
-
-
-class Input:
-    def __init__(self):
-        self.calls = []
-
-    def pauseProducing(self):
-        self.calls.append("pause")
-
-    def resumeProducing(self):
-        self.calls.append("resume")
 
 
 def test_a_publisher_is_held_by_the_backlog_not_the_resident_part():
