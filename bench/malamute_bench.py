@@ -40,13 +40,17 @@ def free_endpoint():
         return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
-def run(name, endpoint, server_pid, quick):
-    mode, n, n_quick, slow = RUNS[name]
-    n = n_quick if quick else n
-    reader = spawn("bench.malamute_load", "reader", endpoint, mode, str(n), *(["--slow"] if slow else []))
+def run(name, endpoint, server_pid, quick, n=None, use_zmq=False):
+    """One run of RUNS[name] (with `n`, that many messages instead; with `use_zmq`,
+    pyzmq reader and writer)."""
+    mode, n_full, n_quick, slow = RUNS[name]
+    n = n or (n_quick if quick else n_full)
+    zmq_flag = ["--zmq"] if use_zmq else []
+    reader = spawn("bench.malamute_load", "reader", endpoint, mode, str(n),
+                   *(["--slow"] if slow else []), *zmq_flag)
     assert reader.stdout.readline().strip() == "ready"
     time.sleep(0.2)
-    writer = spawn("bench.malamute_load", "writer", endpoint, mode, str(n))
+    writer = spawn("bench.malamute_load", "writer", endpoint, mode, str(n), *zmq_flag)
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu0, peak = cpu_seconds(server_pid), rss_mb(server_pid)
     writer.stdin.write("go\n")

@@ -1,8 +1,8 @@
 """Malamute load roles, each run as its own OS process by bench.malamute_bench.
 
     python -m bench.malamute_load server ENDPOINT
-    python -m bench.malamute_load reader ENDPOINT MODE N [--slow]
-    python -m bench.malamute_load writer ENDPOINT MODE N [SIZE]
+    python -m bench.malamute_load reader ENDPOINT MODE N [--slow] [--zmq]
+    python -m bench.malamute_load writer ENDPOINT MODE N [SIZE] [--zmq]
     python -m bench.malamute_load rtt ENDPOINT N [--zmq]
     python -m bench.malamute_load workers ENDPOINT SERVICE W N SIZE
     python -m bench.malamute_load clients ENDPOINT SERVICE M N SIZE
@@ -12,7 +12,8 @@ Readers print `ready` once subscribed, writers wait for `go` on stdin; each prin
 JSON line at the end. `workers` and `clients` are the service run's two sides, W (M) DEALERs in one
 process each (bench.malamute_service_bench). The peers are bench.zmtp_dealer's plain-socket DEALERs sending
 pre-encoded batches, which keeps the generator cheaper than the broker; the wire is what
-mlm_client sends.
+mlm_client sends. With --zmq, readers and writers are pyzmq DEALERs instead (libzmq's
+I/O thread on the way, as a libmlm client has).
 """
 import json
 import os
@@ -29,7 +30,10 @@ def _cpu():
     return t.user + t.system
 
 
-def _dealer(endpoint, address):
+def _dealer(endpoint, address, use_zmq=False):
+    if use_zmq:
+        import zmq
+        return _ZmqDealer(zmq.Context(), endpoint, address)
     dealer = ZmtpDealer(endpoint)
     dealer.call(codec.ConnectionOpen(address))
     return dealer
@@ -61,9 +65,9 @@ def server(endpoint, profile=None):
     reactor.run()
 
 
-def reader(endpoint, mode, n, slow=False):
+def reader(endpoint, mode, n, slow=False, use_zmq=False):
     """Counts deliveries; a slow reader takes about 10k messages a second."""
-    dealer = _dealer(endpoint, "reader")
+    dealer = _dealer(endpoint, "reader", use_zmq)
     if mode in ("stream", "perftest"):
         dealer.call(codec.StreamRead("bench", "temp."))
     elif mode == "service":
@@ -99,17 +103,25 @@ def _commands(mode, size):
     return [codec.ServiceSend("bench", "req", "", 0, (body,))]
 
 
-def writer(endpoint, mode, n, size=20):
-    dealer = _dealer(endpoint, "writer")
+def writer(endpoint, mode, n, size=20, use_zmq=False):
+    dealer = _dealer(endpoint, "writer", use_zmq)
     if mode in ("stream", "perftest"):
         dealer.call(codec.StreamWrite("bench"))
-    one = b"".join(zmtp_message(codec.encode(c)) for c in _commands(mode, size))
-    batch = one * 1000
+    if use_zmq:
+        messages = [codec.encode(c) for c in _commands(mode, size)]
+    else:
+        one = b"".join(zmtp_message(codec.encode(c)) for c in _commands(mode, size))
+        batch = one * 1000
     sys.stdin.readline()
     cpu0 = _cpu()
     start = time.monotonic_ns()
-    for base in range(0, n, 1000):
-        dealer.send(batch if n - base >= 1000 else one * (n - base))
+    if use_zmq:
+        for _ in range(n):
+            for frames in messages:
+                dealer.send(frames)
+    else:
+        for base in range(0, n, 1000):
+            dealer.send(batch if n - base >= 1000 else one * (n - base))
     dealer.call(codec.ConnectionClose())     # answered once everything before it was read
     print(json.dumps({"start_ns": start, "end_ns": time.monotonic_ns(),
                       "cpu_s": _cpu() - cpu0}), flush=True)
@@ -184,10 +196,10 @@ class _ZmqDealer:
     def __init__(self, context, endpoint, address):
         import zmq
         self.sock = context.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.SNDHWM, 0)          # a writer's flood waits, never drops
+        self.sock.setsockopt(zmq.RCVHWM, 0)
         self.sock.connect(endpoint)
-        self.sock.send_multipart(codec.encode(codec.ConnectionOpen(address)))
-        if not isinstance(codec.decode(self.sock.recv_multipart()), codec.Ok):
-            raise SystemExit("OPEN refused")
+        self.call(codec.ConnectionOpen(address))
 
     def send(self, frames):
         self.sock.send_multipart(frames, copy=False)
@@ -195,18 +207,34 @@ class _ZmqDealer:
     def recv(self):
         return self.sock.recv_multipart()
 
+    def call(self, command):
+        """Send one Malamute command and insist on OK."""
+        self.send(codec.encode(command))
+        reply = codec.decode(self.recv())
+        if not isinstance(reply, codec.Ok):
+            raise SystemExit(f"{command!r} answered {reply!r}")
+
+    def count(self, timeout=None):
+        """How many messages are waiting, after one arrives (0 at a timeout)."""
+        if not self.sock.poll(None if timeout is None else timeout * 1000):
+            return 0
+        import zmq
+        got = 0
+        while True:
+            try:
+                self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return got
+            got += 1
+
 
 def rtt(endpoint, n, use_zmq=False):
     """A -> B -> A by mailbox, one at a time; B is a thread-free echo in this process.
     With `use_zmq` both are pyzmq DEALERs, else bench.zmtp_dealer's plain sockets."""
     ping = codec.encode(codec.MailboxSend("rtt-b", "ping", "", 0, (b"x",)))
     pong = codec.encode(codec.MailboxSend("rtt-a", "pong", "", 0, (b"x",)))
-    if use_zmq:
-        import zmq
-        context = zmq.Context()
-        a, b = _ZmqDealer(context, endpoint, "rtt-a"), _ZmqDealer(context, endpoint, "rtt-b")
-    else:
-        a, b = _dealer(endpoint, "rtt-a"), _dealer(endpoint, "rtt-b")
+    a, b = _dealer(endpoint, "rtt-a", use_zmq), _dealer(endpoint, "rtt-b", use_zmq)
+    if not use_zmq:
         ping, pong = zmtp_message(ping), zmtp_message(pong)
     for _ in range(100):                 # warm up: both mailboxes known, paths taken
         a.send(ping)
@@ -237,9 +265,10 @@ def main(argv):
     elif role == "clients":
         clients(endpoint, argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
     elif role == "reader":
-        reader(endpoint, argv[2], int(argv[3]), "--slow" in argv)
+        reader(endpoint, argv[2], int(argv[3]), "--slow" in argv, "--zmq" in argv)
     elif role == "writer":
-        writer(endpoint, argv[2], int(argv[3]), *map(int, argv[4:5]))
+        sizes = [int(a) for a in argv[4:5] if a != "--zmq"]
+        writer(endpoint, argv[2], int(argv[3]), *sizes, use_zmq="--zmq" in argv)
     else:
         rtt(endpoint, int(argv[2]), "--zmq" in argv)
 

@@ -61,41 +61,14 @@ class Broker:
         time.sleep(0.3)
 
     def service(self, w, m, size, n):
-        """One service case: broker CPU-us per request, requests/s, per-worker counts."""
         self.runs += 1
-        name = f"bench-{self.runs}"
-        workers = spawn("bench.malamute_load", "workers", self.endpoint, name, str(w), str(n),
-                        str(size), pin=True)
-        clients = spawn("bench.malamute_load", "clients", self.endpoint, name, str(m), str(n),
-                        str(size), pin=True)
-        assert workers.stdout.readline().strip() == "ready"
-        assert clients.stdout.readline().strip() == "ready"
-        cpu0 = cpu_ns(self.pid)
-        clients.stdin.write("go\n")
-        clients.stdin.flush()
-        got, sent = last_json(workers), last_json(clients)
-        cpu = (cpu_ns(self.pid) - cpu0) / 1e9
-        if got["count"] != n:
-            raise SystemExit(f"{n} requests sent, {got['count']} arrived: {got}")
-        return {"cpu_us": cpu / n * 1e6, "per_s": n / ((got["last_ns"] - sent["start_ns"]) / 1e9),
-                "per_worker": got["per_worker"]}
+        return service(self.endpoint, self.pid, f"bench-{self.runs}", w, m, size, n)
 
     def path(self, name, n):
-        """bench.malamute_bench's stream or mailbox run: broker CPU-us per message."""
-        malamute_bench.RUNS[name] = (name, n, n, False)
-        cpu0 = cpu_ns(self.pid)
-        result = malamute_bench.run(name, self.endpoint, self.pid, False)
-        cpu = (cpu_ns(self.pid) - cpu0) / 1e9
-        if result["delivered"] != n:
-            raise SystemExit(f"{name}: {n} sent, {result['delivered']} delivered")
-        return {"cpu_us": cpu / n * 1e6, "per_s": result["delivered_per_s"]}
+        return path(self.endpoint, self.pid, name, n)
 
     def rtt(self, n, use_zmq):
-        """Mailbox round trip A -> B -> A, one at a time (not pinned: A and B must not
-        queue behind each other on one CPU)."""
-        result = last_json(spawn("bench.malamute_load", "rtt", self.endpoint, str(n),
-                                 *(["--zmq"] if use_zmq else [])))
-        return {"p50_us": result["p50_us"], "p99_us": result["p99_us"]}
+        return rtt(self.endpoint, n, use_zmq)
 
     def signal(self, sig, expect):
         os.kill(self.pid, sig)
@@ -105,6 +78,44 @@ class Broker:
     def stop(self):
         self.proc.terminate()
         self.proc.wait(10)
+
+
+def service(endpoint, pid, name, w, m, size, n):
+    """One service case against the broker at `endpoint` (process `pid`), service `name`:
+    broker CPU-us per request, requests/s, per-worker counts."""
+    workers = spawn("bench.malamute_load", "workers", endpoint, name, str(w), str(n),
+                    str(size), pin=True)
+    clients = spawn("bench.malamute_load", "clients", endpoint, name, str(m), str(n),
+                    str(size), pin=True)
+    assert workers.stdout.readline().strip() == "ready"
+    assert clients.stdout.readline().strip() == "ready"
+    cpu0 = cpu_ns(pid)
+    clients.stdin.write("go\n")
+    clients.stdin.flush()
+    got, sent = last_json(workers), last_json(clients)
+    cpu = (cpu_ns(pid) - cpu0) / 1e9
+    if got["count"] != n:
+        raise SystemExit(f"{n} requests sent, {got['count']} arrived: {got}")
+    return {"cpu_us": cpu / n * 1e6, "per_s": n / ((got["last_ns"] - sent["start_ns"]) / 1e9),
+            "per_worker": got["per_worker"]}
+
+
+def path(endpoint, pid, name, n, use_zmq=False):
+    """bench.malamute_bench's stream or mailbox run: broker CPU-us per message."""
+    cpu0 = cpu_ns(pid)
+    result = malamute_bench.run(name, endpoint, pid, False, n, use_zmq)
+    cpu = (cpu_ns(pid) - cpu0) / 1e9
+    if result["delivered"] != n:
+        raise SystemExit(f"{name}: {n} sent, {result['delivered']} delivered")
+    return {"cpu_us": cpu / n * 1e6, "per_s": result["delivered_per_s"]}
+
+
+def rtt(endpoint, n, use_zmq):
+    """Mailbox round trip A -> B -> A, one at a time (not pinned: A and B must not
+    queue behind each other on one CPU)."""
+    result = last_json(spawn("bench.malamute_load", "rtt", endpoint, str(n),
+                             *(["--zmq"] if use_zmq else [])))
+    return {"p50_us": result["p50_us"], "p99_us": result["p99_us"]}
 
 
 # -- the profile, grouped ----------------------------------------------------------------
