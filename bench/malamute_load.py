@@ -4,15 +4,15 @@
     python -m bench.malamute_load reader ENDPOINT MODE N [--slow] [--zmq]
     python -m bench.malamute_load writer ENDPOINT MODE N [SIZE] [--zmq]
     python -m bench.malamute_load rtt ENDPOINT N [--zmq]
-    python -m bench.malamute_load workers ENDPOINT SERVICE W N SIZE
-    python -m bench.malamute_load clients ENDPOINT SERVICE M N SIZE
+    python -m bench.malamute_load workers ENDPOINT SERVICE W N SIZE [--zmq]
+    python -m bench.malamute_load clients ENDPOINT SERVICE M N SIZE [--zmq]
 MODE is stream (every subject matches), perftest (mlm_perftest's mix: N `temp.moscow`
 that match the reader's `temp.` and N `rain.moscow` that do not), mailbox or service.
 Readers print `ready` once subscribed, writers wait for `go` on stdin; each prints one
 JSON line at the end. `workers` and `clients` are the service run's two sides, W (M) DEALERs in one
 process each (bench.malamute_service_bench). The peers are bench.zmtp_dealer's plain-socket DEALERs sending
 pre-encoded batches, which keeps the generator cheaper than the broker; the wire is what
-mlm_client sends. With --zmq, readers and writers are pyzmq DEALERs instead (libzmq's
+mlm_client sends. With --zmq, the peers are pyzmq DEALERs instead (libzmq's
 I/O thread on the way, as a libmlm client has).
 """
 import json
@@ -127,6 +127,32 @@ def writer(endpoint, mode, n, size=20, use_zmq=False):
                       "cpu_s": _cpu() - cpu0}), flush=True)
 
 
+def zmq_workers(endpoint, service, w, n):
+    """`workers` as pyzmq DEALERs, counting whole messages."""
+    import zmq
+    dealers = [_dealer(endpoint, f"worker-{k}", True) for k in range(w)]
+    poller = zmq.Poller()
+    for dealer in dealers:
+        dealer.call(codec.ServiceOffer(service, ".*"))
+        poller.register(dealer.sock, zmq.POLLIN)
+    index = {dealer.sock: k for k, dealer in enumerate(dealers)}
+    print("ready", flush=True)
+    cpu0 = _cpu()
+    got, first, last = [0] * w, None, None
+    while sum(got) < n:
+        events = poller.poll(30_000)
+        if not events:
+            break                       # lost requests: reported as a short count
+        for sock, _ in events:
+            k = index[sock]
+            got[k] += dealers[k].count(0)
+        last = time.monotonic_ns()
+        if first is None:
+            first = last
+    print(json.dumps({"count": sum(got), "per_worker": got, "first_ns": first,
+                      "last_ns": last, "cpu_s": _cpu() - cpu0}), flush=True)
+
+
 def workers(endpoint, service, w, n, size):
     """W workers offering `service` (any subject), until N requests of `size` bytes arrived
     among them; prints each worker's count (round robin shares them out evenly). Every
@@ -166,12 +192,16 @@ def workers(endpoint, service, w, n, size):
                       "first_ns": first, "last_ns": last, "cpu_s": _cpu() - cpu0}), flush=True)
 
 
-def clients(endpoint, service, m, n, size):
+def clients(endpoint, service, m, n, size, use_zmq=False):
     """M clients sending N requests of `size` bytes in all to `service`, pipelined as
     mlm_client_sendfor does (no reply awaited), in batches of 500 taking turns; then
     each closes, which is answered once everything it sent was read."""
-    dealers = [_dealer(endpoint, f"client-{k}") for k in range(m)]
-    one = zmtp_message(codec.encode(codec.ServiceSend(service, "req", "", 0, (b"x" * size,))))
+    dealers = [_dealer(endpoint, f"client-{k}", use_zmq) for k in range(m)]
+    one = codec.encode(codec.ServiceSend(service, "req", "", 0, (b"x" * size,)))
+    if use_zmq:
+        dealers = [_Batched(dealer, one) for dealer in dealers]
+    else:
+        one = zmtp_message(one)
     batch = one * 500
     print("ready", flush=True)
     sys.stdin.readline()
@@ -187,6 +217,20 @@ def clients(endpoint, service, m, n, size):
         dealer.call(codec.ConnectionClose())
     print(json.dumps({"start_ns": start, "end_ns": time.monotonic_ns(),
                       "cpu_s": _cpu() - cpu0}), flush=True)
+
+
+class _Batched:
+    """A pyzmq dealer taking `clients`' batches: `frames * k` sends k messages."""
+
+    def __init__(self, dealer, frames):
+        self.dealer, self.frames = dealer, frames
+
+    def send(self, batch):
+        for _ in range(len(batch) // len(self.frames)):
+            self.dealer.send(self.frames)
+
+    def call(self, command):
+        self.dealer.call(command)
 
 
 class _ZmqDealer:
@@ -260,10 +304,12 @@ def main(argv):
     role, endpoint = argv[0], argv[1]
     if role == "server":
         server(endpoint, *argv[2:3])
+    elif role == "workers" and "--zmq" in argv:
+        zmq_workers(endpoint, argv[2], int(argv[3]), int(argv[4]))
     elif role == "workers":
         workers(endpoint, argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
     elif role == "clients":
-        clients(endpoint, argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
+        clients(endpoint, argv[2], int(argv[3]), int(argv[4]), int(argv[5]), "--zmq" in argv)
     elif role == "reader":
         reader(endpoint, argv[2], int(argv[3]), "--slow" in argv, "--zmq" in argv)
     elif role == "writer":

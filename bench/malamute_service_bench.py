@@ -80,13 +80,14 @@ class Broker:
         self.proc.wait(10)
 
 
-def service(endpoint, pid, name, w, m, size, n):
+def service(endpoint, pid, name, w, m, size, n, use_zmq=False):
     """One service case against the broker at `endpoint` (process `pid`), service `name`:
-    broker CPU-us per request, requests/s, per-worker counts."""
+    broker CPU-us per request, requests/s, per-worker counts (pyzmq peers with `use_zmq`)."""
+    zmq_flag = ["--zmq"] if use_zmq else []
     workers = spawn("bench.malamute_load", "workers", endpoint, name, str(w), str(n),
-                    str(size), pin=True)
+                    str(size), *zmq_flag, pin=True)
     clients = spawn("bench.malamute_load", "clients", endpoint, name, str(m), str(n),
-                    str(size), pin=True)
+                    str(size), *zmq_flag, pin=True)
     assert workers.stdout.readline().strip() == "ready"
     assert clients.stdout.readline().strip() == "ready"
     cpu0 = cpu_ns(pid)

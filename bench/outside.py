@@ -7,7 +7,7 @@ Each round starts one broker per tree with `twistd -n mqksbridge` (MQKS and Mala
 listening on loopback, the other doors and the admin endpoint off, pinned to CPU 0) and
 runs every scenario against it; with --baseline the trees alternate which goes first.
 The load roles are their own processes over real sockets (bench.mqks_load,
-bench.malamute_load; the Malamute stream, mailbox and round trip use pyzmq DEALERs).
+bench.malamute_load; every Malamute peer is a pyzmq DEALER).
 Per scenario: throughput, the broker's CPU-us per message from /proc (the figure a busy
 machine moves least), p50/p99 where the scenario times messages, and the load average.
 
@@ -45,7 +45,7 @@ SCENARIOS = {
     "mqks-p99-2000": ("mqks latency-2000", 10_000, 1, "MQKS latency at 2,000 msg/s"),
     "malamute-stream": ("malamute stream", 100_000, 1, "Malamute stream (pyzmq)"),
     "malamute-mailbox": ("malamute mailbox", 100_000, 1, "Malamute mailbox (pyzmq)"),
-    "malamute-service": ("malamute service", 200_000, 1, "Malamute service requests"),
+    "malamute-service": ("malamute service", 200_000, 1, "Malamute service requests (pyzmq)"),
     "malamute-rtt": ("malamute rtt", 3_000, 1, "Malamute mailbox round trip (pyzmq)"),
 }
 
@@ -93,7 +93,7 @@ class Broker:
             out = {"per_s": r["deliveries_per_s"], "messages": r["deliveries"]}
             out.update({k: r[k] for k in ("p50_us", "p99_us") if k in r})
         elif what == "service":
-            r = mlm.service(self.endpoint, self.pid, f"bench-{self.runs}", 1, 1, 20, n)
+            r = mlm.service(self.endpoint, self.pid, f"bench-{self.runs}", 1, 1, 20, n, True)
             out = {"per_s": r["per_s"], "messages": n}
         elif what == "rtt":
             out = {**mlm.rtt(self.endpoint, n, True), "messages": 2 * n}
