@@ -320,7 +320,8 @@ def main():
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     names = args.scenarios.split(",")
-    trees = {"new": twistd_of(ROOT)}
+    own = os.path.join(os.path.dirname(PY), "twistd")     # this venv's, whatever its name
+    trees = {"new": own if os.access(own, os.X_OK) else twistd_of(ROOT)}
     if args.baseline:
         trees["base"] = twistd_of(os.path.abspath(args.baseline))
     meta = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
