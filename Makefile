@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.textqueue_door
 	$(BIN)/python -m bench.durability_bench
 	$(BIN)/python -m bench.recovery_bench
+	$(BIN)/python -m bench.outside
 
 # Minutes of every door under load and hostile clients (bench/soak.py); not part of bench.
 soak: $(STAMP)
