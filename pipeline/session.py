@@ -22,8 +22,12 @@ DEFAULTS = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",  # toPandas of report tables
 }
 
-# A local session needs no network beyond loopback.
-LOCAL = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+# A local session needs no network beyond loopback. Its one JVM runs every task of a job
+# that lasts a minute or two, and compiles with the quick JIT only: the optimising
+# compiler's work on the same cores cost more CPU than it saved (docs/pipeline.md,
+# Performance); `--conf spark.driver.extraJavaOptions=` gives it back.
+LOCAL = {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1",
+         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 
 
 def parse_conf(items) -> dict:

@@ -18,8 +18,8 @@ settle stamps of another form, base64 bodies that are not canonical, headers wit
 twice or a pair without '=', variables the broker does not write or written twice. So
 every value keeps one definition and every error is the codec's (the codec's shared
 property, tests/textqueue/test_textqueue_fast_paths.py, and the examples in
-tests/pipeline/test_bulk.py hold the two paths equal). Only base64
-bodies (`body_bytes`, `frames`) still take the codec's path for every row that has one.
+tests/pipeline/test_bulk.py hold the two paths equal). Canonical base64 bodies are
+decoded in bulk too (a lookup table over all of a block's bodies at once).
 
 numpy and pyarrow come with the `pipeline` extra: this module is imported by the data
 pipeline only, never by the package's `__init__`.
@@ -57,6 +57,10 @@ _ONE_FRAME = f"^{_B64}$"
 _FRAMES = f"^{_B64}(?: {_B64})*$"
 
 _URLSAFE = np.frombuffer(BASE64URL, np.uint8)
+_SIXES = np.zeros(256, np.uint8)                   # a base64 character's 6 bits ('=': 0)
+_SIXES[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+                     np.uint8)] = np.arange(64, dtype=np.uint8)
+_EQ = 61
 _CHECKSUM_STATES = pa.array(["ok", "edited", "missing", "mismatch"])
 # The variables the broker writes (journal.encode_message): the map column is bulk for these.
 _NAMES_WRITTEN = pa.array(NAMES)
@@ -350,6 +354,64 @@ class Fields:
             return enc, fast, frames, size
         return self._get("encoding", make)
 
+    def _decoded(self):
+        """(bodies, frames) as stored bytes: a binary array of every row's body and a
+        list array of its frames, base64 ones decoded where `_encoding` found them
+        canonical. Then every frame is whole groups of four characters, so the frames of
+        all those rows, spaces dropped, decode as one run of groups (a group's '=' drop
+        the bytes they stand for), and the spaces and row ends cut that run into frames."""
+        def make():
+            enc, fast, count, size = self._encoding()
+            rows = np.flatnonzero(enc & fast)
+            body = self._body()
+            single = pa.ListArray.from_arrays(pa.array(np.arange(self.n + 1, dtype=np.int32)), body)
+            if not len(rows):
+                return body, single
+            start, end, _, _ = self._heads()
+            offsets, data = _offsets_and_data(self._slices(start[rows], end[rows]))
+            text = data[offsets[0]:offsets[-1]]
+            offsets = offsets - offsets[0]
+            space = text == _SPACE
+            groups = text[~space].reshape(-1, 4)
+            six = _SIXES[groups]
+            out = np.empty(groups.shape[:1] + (3,), np.uint8)
+            out[:, 0] = (six[:, 0] << 2) | (six[:, 1] >> 4)
+            out[:, 1] = (six[:, 1] << 4) | (six[:, 2] >> 2)
+            out[:, 2] = (six[:, 2] << 6) | six[:, 3]
+            keep = np.ones(out.shape, bool)
+            keep[:, 1] = groups[:, 2] != _EQ
+            keep[:, 2] = groups[:, 3] != _EQ
+            decoded = pa.py_buffer(out[keep])
+            bounds = np.zeros(len(rows) + 1, np.int32)
+            np.cumsum(size[rows], out=bounds[1:])
+            bodies = pa.Array.from_buffers(pa.binary(), len(rows), [None, pa.py_buffer(bounds), decoded])
+            # Frames: cut the text at its spaces and row ends; a frame of n characters
+            # with p '=' holds n / 4 * 3 - p bytes. A row of no frames (`\frames=0`,
+            # empty) gives an empty piece, dropped.
+            spaces = np.flatnonzero(space)
+            lo = np.sort(np.concatenate([offsets[:-1], spaces + 1]))
+            hi = np.sort(np.concatenate([spaces, offsets[1:]]))
+            pads = np.zeros(len(text) + 1, np.int64)
+            np.cumsum(text == _EQ, out=pads[1:])
+            length = (hi - lo) // 4 * 3 - (pads[hi] - pads[lo])
+            per_row = 1 + np.diff(np.searchsorted(spaces, offsets))
+            counts = count[rows]
+            pieces = np.where(counts == 0, 0, per_row)
+            wanted = np.repeat(counts != 0, per_row)
+            frame_bounds = np.zeros(int(wanted.sum()) + 1, np.int32)
+            np.cumsum(length[wanted], out=frame_bounds[1:])
+            values = pa.Array.from_buffers(pa.binary(), len(frame_bounds) - 1,
+                                           [None, pa.py_buffer(frame_bounds), decoded])
+            list_bounds = np.zeros(len(rows) + 1, np.int32)
+            np.cumsum(pieces, out=list_bounds[1:])
+            frames = pa.ListArray.from_arrays(pa.array(list_bounds), values)
+            order = np.arange(self.n)
+            order[rows] = self.n + np.arange(len(rows))
+            order = pa.array(order)
+            return (pa.concat_arrays([body, bodies]).take(order),
+                    pa.concat_arrays([single, frames]).take(order))
+        return self._get("decoded", make)
+
     # -- columns -----------------------------------------------------------------------
 
     def column(self, name, type_):
@@ -429,13 +491,10 @@ class Fields:
         return body.cast(pa.string()), high | ~plain
 
     def _column_body_bytes(self, type_):
-        enc = self._encoding()[0]
-        return self._body(), enc | ~self._plain()
+        return self._decoded()[0], ~self._encoding()[1]
 
     def _column_frames(self, type_):
-        body, slow = self._column_body_bytes(type_)
-        offsets = pa.array(np.arange(self.n + 1, dtype=np.int32))
-        return pa.ListArray.from_arrays(offsets, body), slow
+        return self._decoded()[1], ~self._encoding()[1]
 
     def _column_checksum(self, type_):
         """journal.checksum_state: the CRC-32 of the record from after its control
