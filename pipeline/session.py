@@ -18,7 +18,7 @@ DEFAULTS = {
     "spark.sql.python.filterPushdown.enabled": "true",  # the textqueue source pushes filters
     "spark.sql.session.timeZone": "UTC",                # days and hours of reports are UTC
     "spark.ui.showConsoleProgress": "false",            # the jobs draw their own progress
-    "spark.sql.shuffle.partitions": "8",                # small aggregates (report.tables, users' queries)
+    "spark.sql.shuffle.partitions": "8",                # report.tables and users' own aggregates
     "spark.sql.execution.arrow.pyspark.enabled": "true",  # toPandas of report tables
 }
 
