@@ -141,9 +141,14 @@ def zmq_endpoint(description):
     twisted_endpoint(malamute.to_twisted(description))
 
 
+def _names_to_names(value):
+    """A table whose keys and values are all non-empty strings."""
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items())
+
+
 def listen_users(value):
-    if not isinstance(value, dict) or not all(
-            isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()):
+    if not _names_to_names(value):
         return "must be a table of endpoint = user name"
     return None
 
@@ -151,8 +156,7 @@ def listen_users(value):
 def curve_keys(value):
     """[malamute.curve]: endpoint = server key file, each file read and checked now."""
     from mqksbridge.bridge import malamute
-    if not isinstance(value, dict) or not all(
-            isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()):
+    if not _names_to_names(value):
         return "must be a table of endpoint = CURVE secret key file"
     for path in value.values():
         try:
@@ -192,8 +196,7 @@ def directories(value):
 
 
 def outbox_files(value):
-    if not isinstance(value, dict) or not all(
-            isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()):
+    if not _names_to_names(value):
         return "must be a table of queue name = file name"
     if len(set(value.values())) != len(value):
         return "must name a different file for each queue"
