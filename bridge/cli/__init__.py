@@ -17,6 +17,7 @@ import signal
 import sys
 
 from mqksbridge.bridge.cli import admin, doors, users
+from mqksbridge.bridge.clients.failover import describe
 
 OK, REFUSED, USAGE, CONNECTION, TIMEOUT = 0, 1, 2, 3, 4
 
@@ -29,7 +30,8 @@ class TimedOut(Exception):
 
 def add_publish(p):
     p.add_argument("url", help="door URL: mqks://HOST:PORT, malamute://tcp://HOST:PORT, "
-                               "twino://HOST:PORT")
+                               "twino://HOST:PORT; several gateways separated by commas "
+                               "(failover)")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--event", help="publish to this event (subject) of a stream")
     target.add_argument("--queue", help="publish into this queue (Malamute, Twino)")
@@ -134,7 +136,13 @@ def open_door(args):
         if password is None:
             password = getpass.getpass(f"password for {args.user}: ")
         credentials = (args.user, password)
-    return doors.open_door(args.url, args.timeout or 10.0, credentials)
+    return doors.open_door(args.url, args.timeout or 10.0, credentials,
+                           None if args.quiet else failed_over)
+
+
+def failed_over(old, new):
+    print(f"mqksbridge: lost {describe(old)}; carrying on with {describe(new)}",
+          file=sys.stderr)
 
 
 class Unreachable(ConnectionError):

@@ -4,6 +4,10 @@
     malamute://ENDPOINT             Malamute: any ZeroMQ endpoint, e.g. malamute://tcp://h:9999
     twino://HOST[:PORT]             Twino TMQP/2.0 (port 22200 by default)
 
+Several gateways of one fleet: their addresses separated by commas
+(`mqks://h1:25000,h2:25000`, `malamute://tcp://h1:9999,tcp://h2:9999`); the command
+uses the first that answers and fails over to the next (docs/clients.md, "Failover").
+
 Each door offers the same three verbs in its own protocol: `publish` (to an event of a
 stream, a queue or a mailbox), `consume` (a queue) and `tail` (a stream). docs/cli.md says
 what each door does for each.
@@ -15,10 +19,11 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from mqksbridge.bridge.clients import twino
+from mqksbridge.bridge.clients.failover import ROUNDS, describe
 from mqksbridge.bridge.clients.malamute import MalamuteClient
 from mqksbridge.bridge.clients.mqks import MqksClient, MqksError
 from mqksbridge.protocols.malamute import zrex
-from mqksbridge.protocols.twino.codec import ContentType, Frame, MessageType, new_id
+from mqksbridge.protocols.twino.codec import ContentType, MessageType, new_id
 
 DEFAULT_PORTS = {"mqks": 25000, "twino": 22200}
 DEFAULT_STREAM = "mqks"
@@ -53,28 +58,49 @@ class Received:
         return json.dumps(record, ensure_ascii=False)
 
 
-def open_door(url, timeout, credentials=None):
+def open_door(url, timeout, credentials=None, on_failover=None):
     """The door adapter for a URL (checked, not connected yet: a bad URL is a usage error
-    whether or not a broker runs). `credentials` is (user, password) or None."""
+    whether or not a broker runs). `credentials` is (user, password) or None;
+    `on_failover(old, new)` is called when the command moves to another address."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         raise Usage(f"not a door URL: {url!r}: write mqks://HOST:PORT, "
                     "malamute://tcp://HOST:PORT or twino://HOST:PORT")
     if scheme == "malamute":
-        return MalamuteDoor(zmq_endpoint(url, rest), timeout, credentials)
+        endpoints = [zmq_endpoint(url, endpoint) for endpoint in rest.split(",")]
+        return MalamuteDoor(endpoints, timeout, credentials, on_failover)
     if scheme not in DEFAULT_PORTS:
         raise Usage(f"unknown door {scheme!r} in {url!r}: write mqks://, malamute:// or "
                     "twino://")
     parts = urlsplit(url)
+    if parts.path not in ("", "/") or parts.query or parts.username:
+        raise Usage(f"{url!r}: a {scheme} URL is {scheme}://HOST[:PORT][,HOST[:PORT]...], "
+                    "nothing after it (credentials: --user)")
+    addresses = [host_port(url, scheme, item) for item in parts.netloc.split(",")]
+    door = MqksDoor if scheme == "mqks" else TwinoDoor
+    return door(addresses, timeout, credentials, on_failover)
+
+
+def host_port(url, scheme, item):
+    """(HOST, PORT) of one address of a URL's comma-separated list."""
+    parts = urlsplit(f"{scheme}://{item}")
     try:
         port = parts.port or DEFAULT_PORTS[scheme]
     except ValueError:
         raise Usage(f"bad port in {url!r}: write {scheme}://HOST:PORT, PORT 1-65535") from None
-    if parts.path not in ("", "/") or parts.query or parts.username:
-        raise Usage(f"{url!r}: a {scheme} URL is {scheme}://HOST[:PORT], nothing after it "
-                    "(credentials: --user)")
-    host = parts.hostname or "127.0.0.1"
-    return (MqksDoor if scheme == "mqks" else TwinoDoor)(host, port, timeout, credentials)
+    return parts.hostname or "127.0.0.1", port
+
+
+def at_least_once(client, batch):
+    """Run `batch` (sends without replies, then a round trip that says the broker took
+    them) until it completes on one connection: after a failover the sends of the lost
+    one may be lost, so they all go again (a consumer may see some twice)."""
+    for _ in range(ROUNDS):
+        moves = client.failovers
+        batch()
+        if client.failovers == moves:
+            return
+    raise ConnectionError("the connection kept failing over while publishing")
 
 
 def zmq_endpoint(url, endpoint):
@@ -97,21 +123,25 @@ def zmq_endpoint(url, endpoint):
 class MqksDoor:
     name = "mqks"
 
-    def __init__(self, host, port, timeout, credentials=None):
-        self.host, self.port, self.timeout = host, port, timeout
-        self.credentials = credentials
-        self.address = f"{host}:{port}"
+    def __init__(self, addresses, timeout, credentials=None, on_failover=None):
+        self.addresses, self.timeout = addresses, timeout
+        self.credentials, self.on_failover = credentials, on_failover
+        self.address = ",".join(map(describe, addresses))
         self.client = None
 
     def connect(self):
         """With credentials, the first line is `auth USER PASSWORD` (a listener in
-        `mqks.auth`)."""
-        self.client = MqksClient(self.host, self.port, timeout=self.timeout)
+        `mqks.auth`). Several addresses: a client that fails over."""
+        if len(self.addresses) == 1:
+            self.client = MqksClient(*self.addresses[0], timeout=self.timeout)
+        else:
+            self.client = MqksClient(addresses=self.addresses, timeout=self.timeout,
+                                     on_failover=self.on_failover)
         if self.credentials:
             user, password = self.credentials
             one_word("user", user)
             try:
-                self.client.request("auth", f"{user} {password}")
+                self.client.auth(user, password)
             except MqksError as exc:
                 raise Refused(f"login refused: the MQKS door at {self.address} refused user "
                               f"{user!r} (error id {exc}): a wrong password, or a listener "
@@ -145,8 +175,7 @@ class MqksDoor:
             d = self.client.recv(timeout=3600 * 24)
             received = Received(d.data, d.event, d.id, d.props.get("sender", ""),
                                 d.props.get("origin", "mqks"), d.headers)
-            settle = (lambda mid=d.id: self.client.request(
-                "ack", f"{cid} {mid}", wait=False)) if ack else None
+            settle = (lambda mid=d.id: self.client.ack(cid, mid, wait=False)) if ack else None
             yield received, settle
 
     def check_tail(self, stream, pattern):
@@ -191,10 +220,10 @@ class MalamuteDoor(ZrexChecks):
     name = "malamute"
     no_events = "a Malamute worker offers a service; --event is for MQKS"
 
-    def __init__(self, endpoint, timeout, credentials=None):
-        self.endpoint, self.timeout = endpoint, timeout
-        self.credentials = credentials
-        self.address = endpoint
+    def __init__(self, endpoints, timeout, credentials=None, on_failover=None):
+        self.endpoints, self.timeout = endpoints, timeout
+        self.credentials, self.on_failover = credentials, on_failover
+        self.address = ",".join(endpoints)
         self.client = None
 
     def connect(self):
@@ -202,8 +231,10 @@ class MalamuteDoor(ZrexChecks):
         name in the broker after every run, as Malamute keeps a mailbox for its owner's
         return. Credentials log in with ZMTP PLAIN."""
         user, password = self.credentials or (None, None)
-        self.client = MalamuteClient(self.endpoint, "", timeout=self.timeout,
-                                     username=user, password=password)
+        several = len(self.endpoints) > 1
+        self.client = MalamuteClient(self.endpoints if several else self.endpoints[0], "",
+                                     timeout=self.timeout, username=user, password=password,
+                                     on_failover=self.on_failover)
         self.client.connect()
 
     def close(self):
@@ -220,9 +251,12 @@ class MalamuteDoor(ZrexChecks):
             send = lambda body: client.sendfor(name, subject or name, body)  # noqa: E731
         else:
             send = lambda body: client.sendto(name, subject or "", body)   # noqa: E731
-        for body in bodies:
-            send(body)
-        client.ping()                    # a round trip: the broker has taken every send
+
+        def batch():
+            for body in bodies:
+                send(body)
+            client.ping()                # a round trip: the broker has taken every send
+        at_least_once(client, batch)
 
     def consume(self, queue, events, ack):
         self.client.set_worker(queue)
@@ -257,18 +291,22 @@ class TwinoDoor(ZrexChecks):
     name = "twino"
     no_events = "--event is for MQKS; a Twino client consumes a queue"
 
-    def __init__(self, host, port, timeout, credentials=None):
-        self.host, self.port, self.timeout = host, port, timeout
-        self.credentials = credentials
-        self.address = f"{host}:{port}"
+    def __init__(self, addresses, timeout, credentials=None, on_failover=None):
+        self.addresses, self.timeout = addresses, timeout
+        self.credentials, self.on_failover = credentials, on_failover
+        self.address = ",".join(map(describe, addresses))
         self.client = None
         self.cleanup = []
 
     def connect(self):
-        """Credentials go where Twino clients carry them: `Client-Token: USER:PASSWORD`."""
+        """Credentials go where Twino clients carry them: `Client-Token: USER:PASSWORD`.
+        Several addresses: a client that fails over."""
         token = ":".join(self.credentials) if self.credentials else None
-        self.client = twino.connect(self.host, self.port, name="mqksbridge-cli",
-                                    type="cli", token=token, timeout=self.timeout)
+        several = {"addresses": self.addresses, "on_failover": self.on_failover} \
+            if len(self.addresses) > 1 else {}
+        host, port = self.addresses[0]
+        self.client = twino.connect(host, port, name="mqksbridge-cli", type="cli",
+                                    token=token, timeout=self.timeout, **several)
 
     def close(self):
         for undo in reversed(self.cleanup):
@@ -298,20 +336,19 @@ class TwinoDoor(ZrexChecks):
                     raise Refused(f"direct message to {name!r} refused: {why(result)}")
             return
         channel, queue_id = split_queue(name)
-        sent = set()
-        for body in bodies:
-            frame_id = new_id()
-            sent.add(frame_id)
-            client.send_frame(Frame(MessageType.QUEUE_MESSAGE, message_id=frame_id,
-                                    source=client.client_id, target=channel,
-                                    content_type=queue_id, headers=headers or None,
-                                    content=body))
-        client.ping()                    # answered after every push: all were handled
+        sent = [new_id() for _ in bodies]        # the same ids if a failover sends again
+
+        def batch():
+            for frame_id, body in zip(sent, bodies):
+                client.push(channel, queue_id, body, headers, message_id=frame_id)
+            client.ping()                # answered after every push: all were handled
+        at_least_once(client, batch)
+        ids = set(sent)
         while True:                      # a refused push is answered with a Response
             frame = client.recv(0)
             if frame is None:
                 return
-            if frame.type == MessageType.RESPONSE and frame.message_id in sent:
+            if frame.type == MessageType.RESPONSE and frame.message_id in ids:
                 raise Refused(f"queue {name!r} refused a message (code {frame.content_type})")
 
     def _queue(self, name, status, ack):

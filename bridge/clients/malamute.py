@@ -14,6 +14,7 @@ from typing import NamedTuple
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from mqksbridge.bridge.clients.failover import ROUNDS, Failover
 from mqksbridge.protocols.malamute import codec as c
 from mqksbridge.protocols.malamute import zrex
 
@@ -36,6 +37,11 @@ class MalamuteTimeout(MalamuteError, TimeoutError):
     """No answer from the broker in time."""
 
 
+class MalamuteConnectionLost(MalamuteError, ConnectionError):
+    """The broker's connection dropped or was refused (seen with failover only: a single
+    endpoint leaves ZeroMQ to reconnect on its own)."""
+
+
 class MalamuteLoginRefused(MalamuteError):
     """The broker refused the PLAIN login (ZAP status in ``code``: 400 a wrong user or
     password, 300 a temporary refusal such as the user's connection limit)."""
@@ -56,7 +62,8 @@ def _frames(frames):
 
 
 class MalamuteClient:
-    """One session with a Malamute broker at ``endpoint`` (any libzmq endpoint).
+    """One session with a Malamute broker at ``endpoint`` (any libzmq endpoint), or with
+    failover at the first live one of a list of endpoints (docs/clients.md, "Failover").
 
     ``address`` "" is anonymous (no mailbox).  ``timeout`` (seconds) bounds each
     wait for an OK or PONG.  ``hwm`` sets both high-water marks (0 = unlimited).
@@ -66,21 +73,44 @@ class MalamuteClient:
     """
 
     def __init__(self, endpoint, address="", timeout=5.0, *, context=None, hwm=1000,
-                 username=None, password=None):
-        self.endpoint, self.address, self.timeout = endpoint, address, timeout
-        self.username = username
+                 username=None, password=None, on_failover=None, rounds=ROUNDS):
+        self.address, self.timeout = address, timeout
+        self.username, self._password = username, password
+        self._context, self._hwm = context or zmq.Context.instance(), hwm
         self._inbox = deque()
-        self._socket = (context or zmq.Context.instance()).socket(zmq.DEALER)
-        self._socket.setsockopt(zmq.SNDHWM, hwm)
-        self._socket.setsockopt(zmq.RCVHWM, hwm)
-        self._socket.setsockopt(zmq.LINGER, 1000)
-        self._monitor = None
-        if username is not None:
-            self._socket.plain_username = username.encode()
-            self._socket.plain_password = (password or "").encode()
-            self._monitor = self._socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
-        self._socket.connect(endpoint)
+        self._failover = None
+        if isinstance(endpoint, (list, tuple)):
+            self._failover = Failover(endpoint, on_failover=on_failover, rounds=rounds)
+            self._producer = None           # what a failover replays: STREAM-WRITE,
+            self._registrations = []        # then every STREAM-READ and SERVICE-OFFER
+            endpoint = self._failover.addresses[0]
+        self._socket = self._monitor = None
+        self._dial(endpoint)
         self.connected = False
+
+    @property
+    def failovers(self):
+        """How many times the client moved to another address."""
+        return 0 if self._failover is None else self._failover.moves
+
+    def _dial(self, endpoint):
+        """A DEALER socket connecting to ``endpoint``, with the monitor it needs: for a
+        PLAIN login, and with failover for a dropped or refused connection."""
+        self.endpoint = endpoint
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.SNDHWM, self._hwm)
+        self._socket.setsockopt(zmq.RCVHWM, self._hwm)
+        self._socket.setsockopt(zmq.LINGER, 1000)
+        events = 0
+        if self.username is not None:
+            self._socket.plain_username = self.username.encode()
+            self._socket.plain_password = (self._password or "").encode()
+            events |= zmq.EVENT_HANDSHAKE_FAILED_AUTH
+        if self._failover is not None:
+            events |= zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED
+        if events:
+            self._monitor = self._socket.get_monitor_socket(events)
+        self._socket.connect(endpoint)
 
     def __enter__(self):
         if not self.connected:
@@ -110,15 +140,50 @@ class MalamuteClient:
     # -- session ------------------------------------------------------------
 
     def connect(self):
-        """CONNECTION-OPEN and wait for the OK."""
-        self._call(c.ConnectionOpen(self.address))
+        """CONNECTION-OPEN and wait for the OK; with failover, on the first endpoint that
+        answers in time."""
+        if self._failover is None:
+            self._call(c.ConnectionOpen(self.address))
+        else:
+            self._failover.connect(self._open)
         self.connected = True
+
+    def _open(self, endpoint):
+        """A new socket to ``endpoint`` (the old one may hold sends for a dead broker),
+        CONNECTION-OPEN with the same mailbox address, then the producer stream and every
+        consumer and worker registration again."""
+        self._close_socket()
+        self._dial(endpoint)
+        try:
+            self._call(c.ConnectionOpen(self.address))
+            if self._producer is not None:
+                self._call(c.StreamWrite(self._producer))
+            for command in self._registrations:
+                self._call(command)
+        except BaseException:
+            self._close_socket()
+            raise
+
+    def _reconnect(self):
+        self.connected = False
+        self._failover.connect(self._open)
+        self.connected = True
+
+    def _retrying(self, operation):
+        """``operation()``; with failover, again on the next endpoint after a lost
+        connection."""
+        if self._failover is None:
+            return operation()
+        return self._failover.retrying(operation, self._reconnect)
 
     def ping(self):
         """PING and wait for the PONG; returns the round trip in seconds."""
         started = time.monotonic()
-        self.send_command(c.ConnectionPing())
-        self._wait(c.ConnectionPong)
+
+        def attempt():
+            self.send_command(c.ConnectionPing())
+            self._wait(c.ConnectionPong)
+        self._retrying(attempt)
         return time.monotonic() - started
 
     def close(self):
@@ -130,10 +195,14 @@ class MalamuteClient:
                 self._call(c.ConnectionClose())
         finally:
             self.connected = False
-            if self._monitor is not None:
-                self._socket.disable_monitor()
-                self._monitor.close(0)
-                self._monitor = None
+            self._close_socket()
+
+    def _close_socket(self):
+        if self._monitor is not None:
+            self._socket.disable_monitor()
+            self._monitor.close(0)
+            self._monitor = None
+        if self._socket is not None:
             self._socket.close()
             self._socket = None
 
@@ -141,24 +210,39 @@ class MalamuteClient:
 
     def set_producer(self, stream):
         """STREAM-WRITE: later ``send`` calls publish to ``stream``."""
-        self._call(c.StreamWrite(stream))
+        self._session_call(c.StreamWrite(stream))
+        if self._failover is not None:
+            self._producer = stream
 
     def set_consumer(self, stream, pattern=""):
         """STREAM-READ; refuses an invalid zrex pattern locally, as libmlm does."""
         self._check_pattern(pattern)
-        self._call(c.StreamRead(stream, pattern))
+        self._register(c.StreamRead(stream, pattern))
 
     def remove_consumer(self, stream):
         """STREAM-CANCEL: drop every pattern this client reads on ``stream``."""
-        self._call(c.StreamCancel(stream))
+        self._session_call(c.StreamCancel(stream))
+        if self._failover is not None:
+            self._registrations = [r for r in self._registrations
+                                   if not (isinstance(r, c.StreamRead) and r.stream == stream)]
 
     def set_worker(self, service, pattern=""):
         """SERVICE-OFFER; refuses an invalid zrex pattern locally, as libmlm does."""
         self._check_pattern(pattern)
-        self._call(c.ServiceOffer(service, pattern))
+        self._register(c.ServiceOffer(service, pattern))
+
+    def _register(self, command):
+        self._session_call(command)
+        if self._failover is not None:
+            self._registrations.append(command)
+
+    def _session_call(self, command):
+        self._retrying(lambda: self._call(command))
 
     def send(self, subject, *frames):
-        """STREAM-SEND to the producer stream (no reply)."""
+        """STREAM-SEND to the producer stream (no reply).  The three sends are fire and
+        forget: after a failover, those not followed by a completed round trip (an OK or a
+        PONG) may be lost; send them again (at least once)."""
         self.send_command(c.StreamSend(subject, _frames(frames)))
 
     def sendto(self, address, subject, *frames, tracker="", timeout=0):
@@ -170,9 +254,13 @@ class MalamuteClient:
         self.send_command(c.ServiceSend(service, subject, tracker, timeout, _frames(frames)))
 
     def recv(self, timeout=None):
-        """Next Delivery, or None after ``timeout`` seconds (None = forever)."""
+        """Next Delivery, or None after ``timeout`` seconds (None = forever); with
+        failover, a lost connection moves to the next endpoint and waits there."""
         if self._inbox:
             return self._inbox.popleft()
+        return self._retrying(lambda: self._recv(timeout))
+
+    def _recv(self, timeout):
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
@@ -228,6 +316,10 @@ class MalamuteClient:
         if self._monitor in ready:
             event = recv_monitor_message(self._monitor)
             self.connected = False
+            if event["event"] != zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                raise MalamuteConnectionLost("the connection to %s %s" % (
+                    self.endpoint, "dropped" if event["event"] == zmq.EVENT_DISCONNECTED
+                    else "was refused"))
             raise MalamuteLoginRefused(
                 "%s refused the PLAIN login of user %r (ZAP status %d): %s" % (
                     self.endpoint, self.username, event["value"],

@@ -11,6 +11,8 @@ import socket
 import urllib.parse
 from dataclasses import dataclass, field
 
+from mqksbridge.bridge.clients.failover import ROUNDS, Failover
+
 
 class MqksError(Exception):
     """The server answered `{id} error {error_id}`."""
@@ -57,9 +59,11 @@ def parse_delivery(line: bytes) -> Delivery:
 
 
 class MqksClient:
-    def __init__(self, host="127.0.0.1", port=25000, timeout=5.0):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    """One connection to an MQKS door: `MqksClient(host, port)`, or with failover
+    `MqksClient(addresses=[(host, port), ...])` (docs/clients.md, "Failover")."""
+
+    def __init__(self, host="127.0.0.1", port=25000, timeout=5.0, *, addresses=None,
+                 on_failover=None, rounds=ROUNDS):
         self.timeout = timeout
         # Consumer and message ids are global in a broker: unique per client, as the
         # original client's 24-char dtids are.
@@ -67,6 +71,68 @@ class MqksClient:
         self._ids = itertools.count(1)
         self._buffer = b""
         self._pending = []          # lines read while waiting for something else
+        self._failover = None
+        if addresses is None:
+            self.sock = self._dial((host, port))
+            return
+        # What a failover replays on the next gateway, and which deliveries it leaves.
+        self._login = None                  # the `auth` line's data
+        self._consumers = {}                # cid -> (its consume line, manual ack)
+        self._unacked = set()               # (cid, mid) delivered here, manual, not acked
+        self._stale = set()                 # (cid, mid) delivered on a lost connection
+        self._failover = Failover(addresses, on_failover=on_failover, rounds=rounds)
+        self.sock = None
+        self._failover.connect(self._open)
+
+    @property
+    def address(self):
+        """The (host, port) in use."""
+        if self._failover is None:
+            return self.sock.getpeername()[:2]
+        return self._failover.current
+
+    @property
+    def failovers(self):
+        """How many times the client moved to another address."""
+        return 0 if self._failover is None else self._failover.moves
+
+    def _dial(self, address):
+        sock = socket.create_connection(address, timeout=self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def _open(self, address):
+        """Connect to `address` and re-establish the session: the login, then every
+        consumer with its own id, queue, events and ack mode."""
+        self.sock, self._buffer = self._dial(address), b""
+        try:
+            if self._login is not None:
+                self._request("auth", self._login)
+            for cid, (line, _) in self._consumers.items():
+                self.send_line(line)
+                self._reply(cid)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _reconnect(self):
+        """After a lost connection: deliveries that want an ack and were not acked are
+        the broker's to redeliver (with retry + 1), so acks for them are not sent on the
+        next connection, and those not yet handed out are dropped."""
+        self.sock.close()
+        manual = tuple(cid.encode() + b" " for cid, (_, m) in self._consumers.items() if m)
+        whole = self._buffer.split(b"\n")[:-1]         # complete lines read but not split
+        self._pending = [line for line in self._pending + whole
+                         if not line.startswith(manual)]
+        self._stale |= self._unacked
+        self._unacked = set()
+        self._failover.connect(self._open)
+
+    def _retrying(self, operation):
+        """`operation()`; with failover, again on the next gateway after a lost connection."""
+        if self._failover is None:
+            return operation()
+        return self._failover.retrying(operation, self._reconnect)
 
     # -- wire -------------------------------------------------------------------------
     def send_line(self, line):
@@ -102,27 +168,48 @@ class MqksClient:
         parts = payload.split(b" ", 2)
         return len(parts) >= 2 and parts[1].startswith(b"event=")
 
-    def request(self, action, data, confirm=False, wait=True):
+    def _request(self, action, data, confirm=False, wait=True):
         req_id = f"r{next(self._ids)}.{self._tag}"
         self.send_line(f"{req_id} {action} {'--confirm ' if confirm else ''}{data}")
         return self._reply(req_id) if wait else req_id
 
+    def request(self, action, data, confirm=False, wait=True):
+        return self._retrying(lambda: self._request(action, data, confirm, wait))
+
     # -- actions ----------------------------------------------------------------------
+    def auth(self, user, password):
+        """Log in (`auth USER PASSWORD`, a listener in `mqks.auth`); a failover logs in
+        again on the next gateway."""
+        data = f"{user} {password}"
+        answer = self.request("auth", data)
+        if self._failover is not None:
+            self._login = data
+        return answer
+
     def publish(self, event, data, confirm=True):
-        """Publish `data` (str or any bytes the line can carry) under `event`; returns its id."""
+        """Publish `data` (str or any bytes the line can carry) under `event`; returns its id.
+
+        With failover, a confirmed publish whose connection is lost before the
+        confirmation is sent again, with the same id, on the next gateway: at least once
+        (a consumer may see it twice, and the id tells the copies apart)."""
         event = event.encode() if isinstance(event, str) else event
         data = data.encode() if isinstance(data, str) else data
         if b"\n" in data or b"\n" in event:
             raise ValueError("an MQKS publish is one line: no LF in the event or data")
         req_id = f"m{next(self._ids)}.{self._tag}"
         flag = b"--confirm " if confirm else b""
-        self.send_line(b"%s publish %s%s %s" % (req_id.encode(), flag, event, data))
-        if confirm:
-            self._reply(req_id)
+        line = b"%s publish %s%s %s" % (req_id.encode(), flag, event, data)
+
+        def attempt():
+            self.send_line(line)
+            if confirm:
+                self._reply(req_id)
+        self._retrying(attempt)
         return req_id
 
     def consume(self, queue, events=(), manual_ack=False, add=(), when_unused=None):
-        """Start a consumer (confirmed); returns its consumer id."""
+        """Start a consumer (confirmed); returns its consumer id. With failover, the
+        consumer is started again, same id, on the next gateway."""
         cid = f"c{next(self._ids)}.{self._tag}"
         parts = [queue, *events]
         if add:
@@ -133,21 +220,50 @@ class MqksClient:
             parts.append(f"--delete-queue-when-unused={when_unused}")
         if manual_ack:
             parts.append("--manual-ack")
-        self.send_line(f"{cid} consume --confirm {' '.join(parts)}")
-        self._reply(cid)
+        line = f"{cid} consume --confirm {' '.join(parts)}"
+
+        def attempt():
+            self.send_line(line)
+            self._reply(cid)
+        self._retrying(attempt)
+        if self._failover is not None:
+            self._consumers[cid] = (line, manual_ack)
         return cid
 
     def rebind(self, queue, args):
         return self.request("rebind", f"{queue} {args}", confirm=True)
 
-    def ack(self, cid, mid="--all"):
-        return self.request("ack", f"{cid} {mid}", confirm=True)
+    def ack(self, cid, mid="--all", wait=True):
+        """Acknowledge one delivery (or all of the consumer's). A delivery of a lost
+        connection is not acked on the next one (the broker redelivers it): None."""
+        return self._settle("ack", cid, mid, wait)
 
-    def reject(self, cid, mid="--all"):
-        return self.request("reject", f"{cid} {mid}", confirm=True)
+    def reject(self, cid, mid="--all", wait=True):
+        return self._settle("reject", cid, mid, wait)
+
+    def _settle(self, action, cid, mid, wait):
+        if self._failover is None:
+            return self.request(action, f"{cid} {mid}", confirm=wait, wait=wait)
+        key = (cid, mid)
+
+        def attempt():
+            if key in self._stale:      # its connection was lost, perhaps just now
+                self._stale.discard(key)
+                return None
+            return self._request(action, f"{cid} {mid}", confirm=wait, wait=wait)
+        answer = self._retrying(attempt)
+        if mid == "--all":
+            self._stale = {item for item in self._stale if item[0] != cid}
+            self._unacked = {item for item in self._unacked if item[0] != cid}
+        else:
+            self._unacked.discard(key)
+        return answer
 
     def delete_consumer(self, cid):
-        return self.request("delete_consumer", cid, confirm=True)
+        answer = self.request("delete_consumer", cid, confirm=True)
+        if self._failover is not None:
+            self._consumers.pop(cid, None)
+        return answer
 
     def delete_queue(self, queue):
         return self.request("delete_queue", queue, confirm=True)
@@ -159,7 +275,17 @@ class MqksClient:
         return self.request("_eval", expression).decode()
 
     def recv(self, timeout=None) -> Delivery:
-        """The next delivery (skipping `--update` lines); socket.timeout if none."""
+        """The next delivery (skipping `--update` lines); socket.timeout if none. With
+        failover, a lost connection moves to the next gateway and waits there."""
+        delivery = self._retrying(lambda: self._recv(timeout))
+        if self._failover is not None and self._consumers.get(delivery.consumer,
+                                                               (None, False))[1]:
+            key = (delivery.consumer, delivery.id)
+            self._stale.discard(key)        # a redelivery on this connection
+            self._unacked.add(key)
+        return delivery
+
+    def _recv(self, timeout):
         while True:
             line = self._pending.pop(0) if self._pending else self._read_line(timeout or self.timeout)
             if b" ok --update " not in line:

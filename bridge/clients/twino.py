@@ -15,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
+from mqksbridge.bridge.clients.failover import ROUNDS, Failover
 from mqksbridge.protocols.twino.codec import (
     PING_BYTES, PONG_BYTES, PROTOCOL, ContentType, Frame, FrameDecoder, Header, MessageType,
     NackReason, NoContent, acknowledge, encode, new_id, nack_reason, response,
@@ -96,23 +97,29 @@ def _headers(headers) -> list[tuple[str, str]] | None:
 def connect(host: str = "127.0.0.1", port: int = 22200, client_id: str | None = None,
             name: str | None = None, type: str | None = None, token: str | None = None,
             timeout: float = 10.0, keep_wire_ttl: bool = False,
-            tls: ssl.SSLContext | None = None) -> TwinoClient:
+            tls: ssl.SSLContext | None = None, *, addresses=None, on_failover=None,
+            rounds: int = ROUNDS) -> TwinoClient:
     """Open a socket and do the real handshake. Without `client_id` the server picks one.
     With `tls` (an ssl.SSLContext) the connection is TLS, its server name `host`.
+
+    `addresses`, a list of (host, port), replaces `host` and `port` and turns failover on
+    (docs/clients.md, "Failover"): the first that answers serves, and a lost connection
+    moves to the next one, with the same hello and the channels joined again.
 
     `keep_wire_ttl` shows each frame's TTL as sent and keeps TTL-0 frames (for tests of the
     server's TTL handling); normally TTL is decremented and TTL-0 frames are dropped.
     """
-    sock = socket.create_connection((host, port), timeout=timeout)
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if tls is not None:
-            sock = tls.wrap_socket(sock, server_hostname=host)
-        client = TwinoClient(sock, timeout, keep_wire_ttl)
-        client._handshake(client_id, name, type, token)
-    except BaseException:
-        sock.close()
-        raise
+    hello = (client_id, name, type, token)
+    if addresses is None:
+        client = TwinoClient(None, timeout, keep_wire_ttl)
+        client._open((host, port), hello, tls)
+        return client
+    client = TwinoClient(None, timeout, keep_wire_ttl)
+    client._failover = Failover(addresses, on_failover=on_failover, rounds=rounds)
+    client._hello, client._tls = hello, tls
+    client._joined, client._events = [], {}     # what a failover replays
+    client._unacked, client._stale = set(), set()
+    client._failover.connect(client._reopen)
     return client
 
 
@@ -121,9 +128,66 @@ class TwinoClient:
         self.sock = sock
         self.timeout = timeout
         self.client_id: str | None = None
+        self._keep_wire_ttl = keep_wire_ttl
         self._decoder = FrameDecoder(apply_ttl=not keep_wire_ttl)
         self._wire: deque[Frame] = deque()  # decoded, not yet looked at
         self._inbox: deque[Frame] = deque()  # looked at while waiting for something else
+        self._failover: Failover | None = None
+
+    def _open(self, address, hello, tls) -> None:
+        """Connect, handshake, and with failover join every channel joined before and
+        subscribe every event subscribed before."""
+        host, port = address
+        sock = socket.create_connection((host, port), timeout=self.timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if tls is not None:
+                sock = tls.wrap_socket(sock, server_hostname=host)
+            self.sock = sock
+            self._decoder = FrameDecoder(apply_ttl=not self._keep_wire_ttl)
+            self._wire.clear()
+            self._handshake(*hello)
+            if self._failover is not None:
+                self._restore()
+        except BaseException:
+            sock.close()
+            raise
+
+    @property
+    def address(self):
+        """The (host, port) in use."""
+        if self._failover is None:
+            return self.sock.getpeername()[:2]
+        return self._failover.current
+
+    def _restore(self) -> None:
+        for channel in self._joined:
+            code = self._operation(ContentType.JOIN, channel, True, None)
+            if code != 0:
+                raise TwinoError(f"joining channel {channel!r} again after a failover "
+                                 f"failed with code {code}")
+        for (event, channel, queue_id) in self._events:
+            if self._subscribe(event, channel, queue_id, True, None) != 0:
+                raise TwinoError(f"subscribing to {event!r} again after a failover failed")
+
+    def _reconnect(self) -> None:
+        """After a lost connection: frames that want an ack and were not acked are the
+        broker's to redeliver (with retry + 1), so acks for them are not sent on the next
+        connection, and those not yet handed out are dropped."""
+        self.sock.close()
+        self._inbox = deque(f for f in (*self._inbox, *self._wire) if not f.pending_ack)
+        self._stale |= self._unacked
+        self._unacked = set()
+        self._failover.connect(self._reopen)
+
+    def _reopen(self, address) -> None:
+        self._open(address, self._hello, self._tls)
+
+    def _retrying(self, operation):
+        """`operation()`; with failover, again on the next gateway after a lost connection."""
+        if self._failover is None:
+            return operation()
+        return self._failover.retrying(operation, self._reconnect)
 
     def __enter__(self) -> TwinoClient:
         return self
@@ -160,23 +224,58 @@ class TwinoClient:
     def ping(self, timeout: float | None = None) -> float:
         """Round-trip time of a PING/PONG, in seconds."""
         started = time.monotonic()
-        self.sock.sendall(PING_BYTES)
-        self._wait(lambda f: f.type == MessageType.PONG, timeout)
+
+        def attempt():
+            self.sock.sendall(PING_BYTES)
+            self._wait(lambda f: f.type == MessageType.PONG, timeout)
+        self._retrying(attempt)
         return time.monotonic() - started
 
     def close(self) -> None:
         self.sock.close()
 
+    @property
+    def failovers(self) -> int:
+        """How many times the client moved to another address."""
+        return 0 if self._failover is None else self._failover.moves
+
+    def _exchange(self, make: Callable[[str], Frame], answer: Callable[[Frame], object],
+                  message_id: str | None = None):
+        """Send `make(message_id)` (built with this connection's client id) and return
+        `answer(frame)`; with failover, both again on the next gateway after a lost
+        connection, the message id kept (at least once: the id tells copies apart)."""
+        message_id = message_id or new_id()
+
+        def attempt():
+            frame = make(message_id)
+            self.send_frame(frame)
+            return answer(frame)
+        return self._retrying(attempt)
+
+    def _response(self, timeout) -> Callable[[Frame], Frame]:
+        return lambda frame: self._wait(self._answer_to(frame, MessageType.RESPONSE), timeout)
+
+    def _acked(self, wait_ack, timeout) -> Callable[[Frame], AckResult | None]:
+        return lambda frame: self._ack_result(frame, timeout) if wait_ack else None
+
     # -- channels and queues ------------------------------------------------------------------
 
     def join(self, channel: str, wait_response: bool = True,
              timeout: float | None = None) -> int | None:
-        """Result code of the join (0 = ok), or None when not waiting."""
-        return self._operation(ContentType.JOIN, channel, wait_response, timeout)
+        """Result code of the join (0 = ok), or None when not waiting. With failover, a
+        joined channel is joined again on the next gateway."""
+        code = self._retrying(
+            lambda: self._operation(ContentType.JOIN, channel, wait_response, timeout))
+        if self._failover is not None and code in (0, None) and channel not in self._joined:
+            self._joined.append(channel)
+        return code
 
     def leave(self, channel: str, wait_response: bool = True,
               timeout: float | None = None) -> int | None:
-        return self._operation(ContentType.LEAVE, channel, wait_response, timeout)
+        if self._failover is not None and channel in self._joined:
+            self._joined.remove(channel)
+        return self._retrying(
+            lambda: self._operation(ContentType.LEAVE, channel, wait_response, timeout))
 
     def _operation(self, code, target, wait_response, timeout) -> int | None:
         frame = Frame(MessageType.SERVER, pending_response=wait_response, message_id=new_id(),
@@ -187,16 +286,25 @@ class TwinoClient:
         return self._wait(self._answer_to(frame, MessageType.RESPONSE), timeout).content_type
 
     def push(self, channel: str, queue_id: int, content, headers=(), wait_ack: bool = False,
-             high_priority: bool = False, timeout: float | None = None) -> AckResult | None:
-        frame = Frame(MessageType.QUEUE_MESSAGE, high_priority=high_priority,
-                      pending_ack=wait_ack, message_id=new_id(), source=self.client_id,
-                      target=channel, content_type=queue_id, headers=_headers(headers),
-                      content=_content(content))
-        self.send_frame(frame)
-        return self._ack_result(frame, timeout) if wait_ack else None
+             high_priority: bool = False, timeout: float | None = None,
+             message_id: str | None = None) -> AckResult | None:
+        """A message into a queue, under `message_id` (default: a new one)."""
+        return self._exchange(lambda message_id: Frame(
+            MessageType.QUEUE_MESSAGE, high_priority=high_priority, pending_ack=wait_ack,
+            message_id=message_id, source=self.client_id, target=channel,
+            content_type=queue_id, headers=_headers(headers), content=_content(content)),
+            self._acked(wait_ack, timeout), message_id)
 
     def recv(self, timeout: float | None = None) -> Frame | None:
-        """Next incoming frame other than PING/PONG (PINGs get their PONG), or None on timeout."""
+        """Next incoming frame other than PING/PONG (PINGs get their PONG), or None on timeout.
+        With failover, a lost connection moves to the next gateway and waits there."""
+        frame = self._retrying(lambda: self._recv(timeout))
+        if self._failover is not None and frame is not None and frame.pending_ack:
+            self._stale.discard(frame.message_id)       # a redelivery on this connection
+            self._unacked.add(frame.message_id)
+        return frame
+
+    def _recv(self, timeout: float | None) -> Frame | None:
         deadline = self._deadline(timeout)
         while True:
             frame = self._inbox.popleft() if self._inbox else self._next(deadline)
@@ -204,10 +312,25 @@ class TwinoClient:
                 return frame
 
     def ack(self, frame: Frame) -> None:
-        self.send_frame(acknowledge(frame, self.client_id))
+        """Acknowledge a frame. With failover, one delivered on a lost connection is not
+        acked on the next (the broker redelivers it)."""
+        self._settle(frame, lambda: acknowledge(frame, self.client_id))
 
     def nack(self, frame: Frame, reason: str = NackReason.NONE) -> None:
-        self.send_frame(acknowledge(frame, self.client_id, reason))
+        self._settle(frame, lambda: acknowledge(frame, self.client_id, reason))
+
+    def _settle(self, frame: Frame, answer: Callable[[], Frame]) -> None:
+        if self._failover is None:
+            self.send_frame(answer())
+            return
+
+        def attempt():
+            if frame.message_id in self._stale:     # its connection was lost, perhaps now
+                self._stale.discard(frame.message_id)
+                return
+            self.send_frame(answer())
+            self._unacked.discard(frame.message_id)
+        self._retrying(attempt)
 
     def pull(self, channel: str, queue_id: int, count: int, clear: bool | str = False,
              order_lifo: bool = False, info: bool = False,
@@ -223,39 +346,52 @@ class TwinoClient:
             headers.append((Header.INFO, "yes"))
         if order_lifo:
             headers.append((Header.ORDER, "LIFO"))
-        request = Frame(MessageType.QUEUE_PULL_REQUEST, message_id=new_id(),
-                        source=self.client_id, target=channel, content_type=queue_id,
-                        headers=headers)
-        self.send_frame(request)
+        return self._exchange(lambda message_id: Frame(
+            MessageType.QUEUE_PULL_REQUEST, message_id=message_id, source=self.client_id,
+            target=channel, content_type=queue_id, headers=headers), self._pulled(timeout))
 
-        def ours(frame: Frame) -> bool:
-            return (frame.type == MessageType.QUEUE_MESSAGE
-                    and frame.header(Header.REQUEST_ID) == request.message_id)
+    def _pulled(self, timeout) -> Callable[[Frame], list[Frame]]:
+        def answer(request: Frame) -> list[Frame]:
+            def ours(frame: Frame) -> bool:
+                return (frame.type == MessageType.QUEUE_MESSAGE
+                        and frame.header(Header.REQUEST_ID) == request.message_id)
 
-        messages = []
-        while True:
-            frame = self._wait(ours, timeout)
-            status = frame.header(Header.NO_CONTENT)
-            if status is None:
-                messages.append(frame)
-            elif status in (NoContent.END, NoContent.EMPTY):
-                return messages
-            else:
-                raise TwinoError(f"pull refused: {status}")
+            messages = []
+            while True:
+                frame = self._wait(ours, timeout)
+                status = frame.header(Header.NO_CONTENT)
+                if status is None:
+                    messages.append(frame)
+                elif status in (NoContent.END, NoContent.EMPTY):
+                    return messages
+                else:
+                    raise TwinoError(f"pull refused: {status}")
+        return answer
 
     def operation(self, content_type: int, target: str | None = None, headers=(), content=b"",
                   timeout: float | None = None) -> Frame:
         """Any server operation (601-663) with PendingResponse; returns the Response frame
         (result code in content_type, JSON in content)."""
-        frame = Frame(MessageType.SERVER, pending_response=True, message_id=new_id(),
-                      source=self.client_id, target=target, content_type=content_type,
-                      headers=_headers(headers), content=_content(content))
-        self.send_frame(frame)
-        return self._wait(self._answer_to(frame, MessageType.RESPONSE), timeout)
+        return self._exchange(lambda message_id: Frame(
+            MessageType.SERVER, pending_response=True, message_id=message_id,
+            source=self.client_id, target=target, content_type=content_type,
+            headers=_headers(headers), content=_content(content)), self._response(timeout))
 
     def subscribe(self, event: str, channel: str | None = None, queue_id: int | None = None,
                   subscribe: bool = True, timeout: float | None = None) -> int:
-        """Event subscription (or unsubscription); returns 0 (ok) or 1 (failed)."""
+        """Event subscription (or unsubscription); returns 0 (ok) or 1 (failed). With
+        failover, a subscription is made again on the next gateway."""
+        code = self._retrying(lambda: self._subscribe(event, channel, queue_id, subscribe,
+                                                      timeout))
+        if self._failover is not None and code == 0:
+            key = (event, channel, queue_id)
+            if subscribe:
+                self._events[key] = True
+            else:
+                self._events.pop(key, None)
+        return code
+
+    def _subscribe(self, event, channel, queue_id, subscribe, timeout) -> int:
         headers = [(Header.CHANNEL_NAME, channel)] if channel else []
         if queue_id is not None:
             headers.append((Header.QUEUE_ID, str(queue_id)))
@@ -268,11 +404,11 @@ class TwinoClient:
     def publish_router(self, router: str, content, content_type: int = 0, headers=(),
                        wait_ack: bool = False, timeout: float | None = None) -> AckResult | None:
         """A Router frame; with `wait_ack` the router's ack (or nack) comes back."""
-        frame = Frame(MessageType.ROUTER, pending_ack=wait_ack, message_id=new_id(),
-                      source=self.client_id, target=router, content_type=content_type,
-                      headers=_headers(headers), content=_content(content))
-        self.send_frame(frame)
-        return self._ack_result(frame, timeout) if wait_ack else None
+        return self._exchange(lambda message_id: Frame(
+            MessageType.ROUTER, pending_ack=wait_ack, message_id=message_id,
+            source=self.client_id, target=router, content_type=content_type,
+            headers=_headers(headers), content=_content(content)),
+            self._acked(wait_ack, timeout))
 
     # -- client to client ---------------------------------------------------------------------
 
@@ -281,21 +417,19 @@ class TwinoClient:
                     first_acquirer: bool = False,
                     timeout: float | None = None) -> AckResult | None:
         """To a client id, `@name:NAME` or `@type:TYPE`."""
-        frame = Frame(MessageType.DIRECT_MESSAGE, first_acquirer, high_priority,
-                      pending_ack=wait_ack, message_id=new_id(), source=self.client_id,
-                      target=target, content_type=content_type, headers=_headers(headers),
-                      content=_content(content))
-        self.send_frame(frame)
-        return self._ack_result(frame, timeout) if wait_ack else None
+        return self._exchange(lambda message_id: Frame(
+            MessageType.DIRECT_MESSAGE, first_acquirer, high_priority, pending_ack=wait_ack,
+            message_id=message_id, source=self.client_id, target=target,
+            content_type=content_type, headers=_headers(headers), content=_content(content)),
+            self._acked(wait_ack, timeout))
 
     def request(self, target: str, content, content_type: int = 0, headers=(),
                 timeout: float | None = None) -> Frame:
         """Direct message with PendingResponse; returns the Response (result in content_type)."""
-        frame = Frame(MessageType.DIRECT_MESSAGE, pending_response=True, message_id=new_id(),
-                      source=self.client_id, target=target, content_type=content_type,
-                      headers=_headers(headers), content=_content(content))
-        self.send_frame(frame)
-        return self._wait(self._answer_to(frame, MessageType.RESPONSE), timeout)
+        return self._exchange(lambda message_id: Frame(
+            MessageType.DIRECT_MESSAGE, pending_response=True, message_id=message_id,
+            source=self.client_id, target=target, content_type=content_type,
+            headers=_headers(headers), content=_content(content)), self._response(timeout))
 
     def respond(self, frame: Frame, content=b"", code: int = 0) -> None:
         self.send_frame(response(frame, code, _content(content), source=self.client_id))
