@@ -187,12 +187,15 @@ class MalamuteClient:
         return time.monotonic() - started
 
     def close(self):
-        """CONNECTION-CLOSE (waiting for its OK if connected), then close the socket."""
+        """CONNECTION-CLOSE (waiting for its OK if connected), then close the socket; a
+        connection found lost meanwhile (failover) is simply closed."""
         if self._socket is None:
             return
         try:
             if self.connected:
                 self._call(c.ConnectionClose())
+        except MalamuteConnectionLost:
+            pass
         finally:
             self.connected = False
             self._close_socket()

@@ -110,16 +110,12 @@ def connect(host: str = "127.0.0.1", port: int = 22200, client_id: str | None = 
     server's TTL handling); normally TTL is decremented and TTL-0 frames are dropped.
     """
     hello = (client_id, name, type, token)
-    if addresses is None:
-        client = TwinoClient(None, timeout, keep_wire_ttl)
-        client._open((host, port), hello, tls)
-        return client
     client = TwinoClient(None, timeout, keep_wire_ttl)
-    client._failover = Failover(addresses, on_failover=on_failover, rounds=rounds)
-    client._hello, client._tls = hello, tls
-    client._joined, client._events = [], {}     # what a failover replays
-    client._unacked, client._stale = set(), set()
-    client._failover.connect(client._reopen)
+    if addresses is None:
+        client._open((host, port), hello, tls)
+    else:
+        client._connect_any(Failover(addresses, on_failover=on_failover, rounds=rounds),
+                            hello, tls)
     return client
 
 
@@ -133,6 +129,15 @@ class TwinoClient:
         self._wire: deque[Frame] = deque()  # decoded, not yet looked at
         self._inbox: deque[Frame] = deque()  # looked at while waiting for something else
         self._failover: Failover | None = None
+
+    def _connect_any(self, failover: Failover, hello, tls) -> None:
+        """Connect to the first live address, remembering what a failover replays."""
+        self._failover, self._hello, self._tls = failover, hello, tls
+        self._joined: list[str] = []
+        self._events: dict[tuple, bool] = {}     # (event, channel, queue id), in order
+        self._unacked: set[str] = set()          # ids delivered here, not acked yet
+        self._stale: set[str] = set()            # ids delivered on a lost connection
+        failover.connect(self._reopen)
 
     def _open(self, address, hello, tls) -> None:
         """Connect, handshake, and with failover join every channel joined before and
