@@ -189,27 +189,48 @@ def test_a_client_whose_gateways_all_die_raises(gateways):
     client.close()
 
 
-def test_cli_consumer_carries_on_with_the_next_gateway(gateways):
-    """`mqksbridge consume mqks://A,B`: it says on standard error when it moved, and
-    prints what is published on B after that."""
+def publish_one(door, broker, body):
+    """`body` into queue `jobs` on one broker, through `door`, taken when this returns."""
+    if door == "mqks":
+        client = MqksClient(port=broker.ports["mqks"], timeout=TIMEOUT)
+        client.delete_consumer(client.consume("jobs", ["job"]))   # the queue waits
+        client.publish("job", body)
+        client.close()
+    elif door == "malamute":
+        with MalamuteClient(f"tcp://127.0.0.1:{broker.ports['malamute']}",
+                            timeout=TIMEOUT) as client:
+            client.sendfor("jobs", "job", body)
+            client.ping()
+    else:
+        with twino.connect(port=broker.ports["twino"], timeout=TIMEOUT) as client:
+            client.push("jobs", 0, body)
+            client.ping()
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_cli_consumer_carries_on_with_the_next_gateway(gateways, door):
+    """`mqksbridge consume DOOR://A,B jobs`: it says on standard error when it moved,
+    and prints what is published on B after that."""
     a, b = gateways
-    url = "mqks://" + ",".join(f"127.0.0.1:{broker.ports['mqks']}" for broker in gateways)
-    publisher = MqksClient(port=a.ports["mqks"], timeout=TIMEOUT)
-    publisher.delete_consumer(publisher.consume("jobs", ["job"]))   # the queue waits
-    publisher.publish("job", "one")
-    publisher.close()
-    consume = subprocess.Popen([SCRIPT, "consume", url, "jobs", "--event", "job", "--ack",
-                                "--count", "2", "--timeout", "60"],
+    if door == "malamute":
+        url, names = "malamute://" + ",".join(endpoints(gateways)), endpoints(gateways)
+    else:
+        names = [f"127.0.0.1:{broker.ports[door]}" for broker in gateways]
+        url = f"{door}://" + ",".join(names)
+    if door == "twino":
+        for broker in gateways:
+            create_queue(broker.ports["twino"], "jobs", True)
+    extra = {"mqks": ["--event", "job", "--ack"], "twino": ["--ack"], "malamute": []}[door]
+    publish_one(door, a, "one")
+    consume = subprocess.Popen([SCRIPT, "consume", url, "jobs", *extra, "--count", "2",
+                                "--timeout", "60"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert consume.stdout.readline() == b"one\n"
         kill(a)
         moved = consume.stderr.readline().decode()
-        assert moved == (f"mqksbridge: lost 127.0.0.1:{a.ports['mqks']}; carrying on "
-                         f"with 127.0.0.1:{b.ports['mqks']}\n")
-        publisher = MqksClient(port=b.ports["mqks"], timeout=TIMEOUT)
-        publisher.publish("job", "two")
-        publisher.close()
+        assert moved == f"mqksbridge: lost {names[0]}; carrying on with {names[1]}\n"
+        publish_one(door, b, "two")
         assert consume.stdout.readline() == b"two\n"
         assert consume.wait(TIMEOUT) == 0
     finally:
