@@ -85,15 +85,15 @@ class Failover:
         else:
             self.on_failover(old, new)
 
-    def retrying(self, operation, reconnect):
-        """`operation()`; after a lost connection (OSError other than a timeout: a late
-        answer is the caller's to judge), `reconnect()` and `operation()` again, as long as
-        reconnecting succeeds, at most once per address and pass."""
+    def retrying(self, reconnect, operation, *args):
+        """`operation(*args)`; after a lost connection (OSError other than a timeout: a
+        late answer is the caller's to judge), `reconnect()` and `operation(*args)` again,
+        as long as reconnecting succeeds, at most once per address and pass."""
         for _ in range(self.rounds * len(self.addresses)):
             try:
-                return operation()
+                return operation(*args)
             except TimeoutError:
                 raise
             except OSError:
                 reconnect()
-        return operation()
+        return operation(*args)

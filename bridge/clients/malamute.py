@@ -169,12 +169,12 @@ class MalamuteClient:
         self._failover.connect(self._open)
         self.connected = True
 
-    def _retrying(self, operation):
-        """``operation()``; with failover, again on the next endpoint after a lost
+    def _retrying(self, operation, *args):
+        """``operation(*args)``; with failover, again on the next endpoint after a lost
         connection."""
         if self._failover is None:
-            return operation()
-        return self._failover.retrying(operation, self._reconnect)
+            return operation(*args)
+        return self._failover.retrying(self._reconnect, operation, *args)
 
     def ping(self):
         """PING and wait for the PONG; returns the round trip in seconds."""
@@ -240,7 +240,7 @@ class MalamuteClient:
             self._registrations.append(command)
 
     def _session_call(self, command):
-        self._retrying(lambda: self._call(command))
+        self._retrying(self._call, command)
 
     def send(self, subject, *frames):
         """STREAM-SEND to the producer stream (no reply).  The three sends are fire and
@@ -261,7 +261,7 @@ class MalamuteClient:
         failover, a lost connection moves to the next endpoint and waits there."""
         if self._inbox:
             return self._inbox.popleft()
-        return self._retrying(lambda: self._recv(timeout))
+        return self._retrying(self._recv, timeout)
 
     def _recv(self, timeout):
         deadline = None if timeout is None else time.monotonic() + timeout

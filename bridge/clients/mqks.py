@@ -128,11 +128,12 @@ class MqksClient:
         self._unacked = set()
         self._failover.connect(self._open)
 
-    def _retrying(self, operation):
-        """`operation()`; with failover, again on the next gateway after a lost connection."""
+    def _retrying(self, operation, *args):
+        """`operation(*args)`; with failover, again on the next gateway after a lost
+        connection."""
         if self._failover is None:
-            return operation()
-        return self._failover.retrying(operation, self._reconnect)
+            return operation(*args)
+        return self._failover.retrying(self._reconnect, operation, *args)
 
     # -- wire -------------------------------------------------------------------------
     def send_line(self, line):
@@ -174,7 +175,7 @@ class MqksClient:
         return self._reply(req_id) if wait else req_id
 
     def request(self, action, data, confirm=False, wait=True):
-        return self._retrying(lambda: self._request(action, data, confirm, wait))
+        return self._retrying(self._request, action, data, confirm, wait)
 
     # -- actions ----------------------------------------------------------------------
     def auth(self, user, password):
@@ -199,13 +200,13 @@ class MqksClient:
         req_id = f"m{next(self._ids)}.{self._tag}"
         flag = b"--confirm " if confirm else b""
         line = b"%s publish %s%s %s" % (req_id.encode(), flag, event, data)
-
-        def attempt():
-            self.send_line(line)
-            if confirm:
-                self._reply(req_id)
-        self._retrying(attempt)
+        self._retrying(self._publish, line, req_id, confirm)
         return req_id
+
+    def _publish(self, line, req_id, confirm):
+        self.send_line(line)
+        if confirm:
+            self._reply(req_id)
 
     def consume(self, queue, events=(), manual_ack=False, add=(), when_unused=None):
         """Start a consumer (confirmed); returns its consumer id. With failover, the
@@ -277,7 +278,7 @@ class MqksClient:
     def recv(self, timeout=None) -> Delivery:
         """The next delivery (skipping `--update` lines); socket.timeout if none. With
         failover, a lost connection moves to the next gateway and waits there."""
-        delivery = self._retrying(lambda: self._recv(timeout))
+        delivery = self._retrying(self._recv, timeout)
         if self._failover is not None and self._consumers.get(delivery.consumer,
                                                                (None, False))[1]:
             key = (delivery.consumer, delivery.id)

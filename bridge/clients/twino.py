@@ -94,6 +94,11 @@ def _headers(headers) -> list[tuple[str, str]] | None:
     return items or None
 
 
+def _unanswered(frame: Frame) -> None:
+    """What a frame sent without waiting returns."""
+    return None
+
+
 def connect(host: str = "127.0.0.1", port: int = 22200, client_id: str | None = None,
             name: str | None = None, type: str | None = None, token: str | None = None,
             timeout: float = 10.0, keep_wire_ttl: bool = False,
@@ -188,11 +193,12 @@ class TwinoClient:
     def _reopen(self, address) -> None:
         self._open(address, self._hello, self._tls)
 
-    def _retrying(self, operation):
-        """`operation()`; with failover, again on the next gateway after a lost connection."""
+    def _retrying(self, operation, *args):
+        """`operation(*args)`; with failover, again on the next gateway after a lost
+        connection."""
         if self._failover is None:
-            return operation()
-        return self._failover.retrying(operation, self._reconnect)
+            return operation(*args)
+        return self._failover.retrying(self._reconnect, operation, *args)
 
     def __enter__(self) -> TwinoClient:
         return self
@@ -244,24 +250,26 @@ class TwinoClient:
         """How many times the client moved to another address."""
         return 0 if self._failover is None else self._failover.moves
 
-    def _exchange(self, make: Callable[[str], Frame], answer: Callable[[Frame], object],
-                  message_id: str | None = None):
-        """Send `make(message_id)` (built with this connection's client id) and return
-        `answer(frame)`; with failover, both again on the next gateway after a lost
-        connection, the message id kept (at least once: the id tells copies apart)."""
-        message_id = message_id or new_id()
+    def _exchange(self, frame: Frame, answer: Callable, *args):
+        """Send `frame` and return `answer(frame, *args)`; with failover, both again on
+        the next gateway after a lost connection, the frame's source set to the new
+        connection's client id and its message id kept (at least once: the id tells
+        copies apart)."""
+        return self._retrying(self._send_answered, frame, answer, args)
 
-        def attempt():
-            frame = make(message_id)
-            self.send_frame(frame)
-            return answer(frame)
-        return self._retrying(attempt)
+    def _send_answered(self, frame: Frame, answer: Callable, args: tuple):
+        frame.source = self.client_id
+        self.send_frame(frame)
+        return answer(frame, *args)
 
-    def _response(self, timeout) -> Callable[[Frame], Frame]:
-        return lambda frame: self._wait(self._answer_to(frame, MessageType.RESPONSE), timeout)
+    def _response(self, frame: Frame, timeout: float | None) -> Frame:
+        return self._wait(self._answer_to(frame, MessageType.RESPONSE), timeout)
 
-    def _acked(self, wait_ack, timeout) -> Callable[[Frame], AckResult | None]:
-        return lambda frame: self._ack_result(frame, timeout) if wait_ack else None
+    def _sent(self, frame: Frame, wait_ack: bool, timeout: float | None) -> AckResult | None:
+        """A push, router or direct message, waiting for its ack when asked to."""
+        if wait_ack:
+            return self._exchange(frame, self._ack_result, timeout)
+        return self._exchange(frame, _unanswered)
 
     # -- channels and queues ------------------------------------------------------------------
 
@@ -294,16 +302,16 @@ class TwinoClient:
              high_priority: bool = False, timeout: float | None = None,
              message_id: str | None = None) -> AckResult | None:
         """A message into a queue, under `message_id` (default: a new one)."""
-        return self._exchange(lambda message_id: Frame(
-            MessageType.QUEUE_MESSAGE, high_priority=high_priority, pending_ack=wait_ack,
-            message_id=message_id, source=self.client_id, target=channel,
-            content_type=queue_id, headers=_headers(headers), content=_content(content)),
-            self._acked(wait_ack, timeout), message_id)
+        frame = Frame(MessageType.QUEUE_MESSAGE, high_priority=high_priority,
+                      pending_ack=wait_ack, message_id=message_id or new_id(),
+                      source=self.client_id, target=channel, content_type=queue_id,
+                      headers=_headers(headers), content=_content(content))
+        return self._sent(frame, wait_ack, timeout)
 
     def recv(self, timeout: float | None = None) -> Frame | None:
         """Next incoming frame other than PING/PONG (PINGs get their PONG), or None on timeout.
         With failover, a lost connection moves to the next gateway and waits there."""
-        frame = self._retrying(lambda: self._recv(timeout))
+        frame = self._retrying(self._recv, timeout)
         if self._failover is not None and frame is not None and frame.pending_ack:
             self._stale.discard(frame.message_id)       # a redelivery on this connection
             self._unacked.add(frame.message_id)
@@ -351,36 +359,35 @@ class TwinoClient:
             headers.append((Header.INFO, "yes"))
         if order_lifo:
             headers.append((Header.ORDER, "LIFO"))
-        return self._exchange(lambda message_id: Frame(
-            MessageType.QUEUE_PULL_REQUEST, message_id=message_id, source=self.client_id,
-            target=channel, content_type=queue_id, headers=headers), self._pulled(timeout))
+        request = Frame(MessageType.QUEUE_PULL_REQUEST, message_id=new_id(),
+                        source=self.client_id, target=channel, content_type=queue_id,
+                        headers=headers)
+        return self._exchange(request, self._pulled, timeout)
 
-    def _pulled(self, timeout) -> Callable[[Frame], list[Frame]]:
-        def answer(request: Frame) -> list[Frame]:
-            def ours(frame: Frame) -> bool:
-                return (frame.type == MessageType.QUEUE_MESSAGE
-                        and frame.header(Header.REQUEST_ID) == request.message_id)
+    def _pulled(self, request: Frame, timeout: float | None) -> list[Frame]:
+        def ours(frame: Frame) -> bool:
+            return (frame.type == MessageType.QUEUE_MESSAGE
+                    and frame.header(Header.REQUEST_ID) == request.message_id)
 
-            messages = []
-            while True:
-                frame = self._wait(ours, timeout)
-                status = frame.header(Header.NO_CONTENT)
-                if status is None:
-                    messages.append(frame)
-                elif status in (NoContent.END, NoContent.EMPTY):
-                    return messages
-                else:
-                    raise TwinoError(f"pull refused: {status}")
-        return answer
+        messages = []
+        while True:
+            frame = self._wait(ours, timeout)
+            status = frame.header(Header.NO_CONTENT)
+            if status is None:
+                messages.append(frame)
+            elif status in (NoContent.END, NoContent.EMPTY):
+                return messages
+            else:
+                raise TwinoError(f"pull refused: {status}")
 
     def operation(self, content_type: int, target: str | None = None, headers=(), content=b"",
                   timeout: float | None = None) -> Frame:
         """Any server operation (601-663) with PendingResponse; returns the Response frame
         (result code in content_type, JSON in content)."""
-        return self._exchange(lambda message_id: Frame(
-            MessageType.SERVER, pending_response=True, message_id=message_id,
-            source=self.client_id, target=target, content_type=content_type,
-            headers=_headers(headers), content=_content(content)), self._response(timeout))
+        frame = Frame(MessageType.SERVER, pending_response=True, message_id=new_id(),
+                      source=self.client_id, target=target, content_type=content_type,
+                      headers=_headers(headers), content=_content(content))
+        return self._exchange(frame, self._response, timeout)
 
     def subscribe(self, event: str, channel: str | None = None, queue_id: int | None = None,
                   subscribe: bool = True, timeout: float | None = None) -> int:
@@ -409,11 +416,10 @@ class TwinoClient:
     def publish_router(self, router: str, content, content_type: int = 0, headers=(),
                        wait_ack: bool = False, timeout: float | None = None) -> AckResult | None:
         """A Router frame; with `wait_ack` the router's ack (or nack) comes back."""
-        return self._exchange(lambda message_id: Frame(
-            MessageType.ROUTER, pending_ack=wait_ack, message_id=message_id,
-            source=self.client_id, target=router, content_type=content_type,
-            headers=_headers(headers), content=_content(content)),
-            self._acked(wait_ack, timeout))
+        frame = Frame(MessageType.ROUTER, pending_ack=wait_ack, message_id=new_id(),
+                      source=self.client_id, target=router, content_type=content_type,
+                      headers=_headers(headers), content=_content(content))
+        return self._sent(frame, wait_ack, timeout)
 
     # -- client to client ---------------------------------------------------------------------
 
@@ -422,19 +428,19 @@ class TwinoClient:
                     first_acquirer: bool = False,
                     timeout: float | None = None) -> AckResult | None:
         """To a client id, `@name:NAME` or `@type:TYPE`."""
-        return self._exchange(lambda message_id: Frame(
-            MessageType.DIRECT_MESSAGE, first_acquirer, high_priority, pending_ack=wait_ack,
-            message_id=message_id, source=self.client_id, target=target,
-            content_type=content_type, headers=_headers(headers), content=_content(content)),
-            self._acked(wait_ack, timeout))
+        frame = Frame(MessageType.DIRECT_MESSAGE, first_acquirer, high_priority,
+                      pending_ack=wait_ack, message_id=new_id(), source=self.client_id,
+                      target=target, content_type=content_type, headers=_headers(headers),
+                      content=_content(content))
+        return self._sent(frame, wait_ack, timeout)
 
     def request(self, target: str, content, content_type: int = 0, headers=(),
                 timeout: float | None = None) -> Frame:
         """Direct message with PendingResponse; returns the Response (result in content_type)."""
-        return self._exchange(lambda message_id: Frame(
-            MessageType.DIRECT_MESSAGE, pending_response=True, message_id=message_id,
-            source=self.client_id, target=target, content_type=content_type,
-            headers=_headers(headers), content=_content(content)), self._response(timeout))
+        frame = Frame(MessageType.DIRECT_MESSAGE, pending_response=True, message_id=new_id(),
+                      source=self.client_id, target=target, content_type=content_type,
+                      headers=_headers(headers), content=_content(content))
+        return self._exchange(frame, self._response, timeout)
 
     def respond(self, frame: Frame, content=b"", code: int = 0) -> None:
         self.send_frame(response(frame, code, _content(content), source=self.client_id))

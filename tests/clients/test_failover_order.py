@@ -63,10 +63,14 @@ def test_an_operation_is_retried_after_each_successful_reconnect_and_timeouts_ar
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
-    assert failover.retrying(operation, lambda: reconnects.append(1)) == "done"
+    assert failover.retrying(lambda: reconnects.append(1), operation) == "done"
     assert reconnects == [1, 1]
-    with pytest.raises(TimeoutError):
-        failover.retrying(lambda: (_ for _ in ()).throw(TimeoutError()), reconnects.clear)
+
+    def late(what):
+        raise TimeoutError(what)
+    with pytest.raises(TimeoutError, match="late"):
+        failover.retrying(reconnects.clear, late, "late")
+    assert reconnects == [1, 1]
 
 
 @pytest.mark.parametrize("url, addresses", [
