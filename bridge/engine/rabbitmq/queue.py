@@ -314,6 +314,14 @@ class Subscription:
         else:
             self.channel.basic_nack(entry.tag, requeue=positive is None)
 
+    def round_trip(self):
+        """A Deferred fired once RabbitMQ answered a request on this consumer's channel:
+        whatever it had handed this consumer before is delivered by then (the ready
+        count it reported earlier counted it as handed)."""
+        if self.busy or self.channel is None or not self.channel.is_open:
+            return defer.succeed(None)
+        return self.channel.queue_declare(self.queue.amqp_name, passive=True)
+
     def close(self):
         self.closed = True
         if self.channel is not None and self.channel.is_open:
