@@ -95,6 +95,10 @@ async def test_a_lost_connection_comes_back_and_what_was_held_is_handed_out_agai
         await until(lambda: len(got) == 3, TIMEOUT, "three deliveries")
         assert engine.settle(worker, "m0")
         await idle(engine)
+        assert engine.confirms == 3 and engine.confirm_seconds > 0
+        listed = await threads.deferToThread(rabbitmq_node.ctl, 1, "list_connections",
+                                             "client_properties")
+        assert "mqksbridge gw1" in listed            # the gateway, by name, in RabbitMQ
 
         lost = []
         engine.connection.lost = lambda reason, lost_=engine.connection.lost: (
