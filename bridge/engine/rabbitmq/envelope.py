@@ -93,8 +93,9 @@ def decode(properties, body, make, routing_key=""):
     created_at = float(created) if created is not None else float(properties.timestamp or 0)
     expires = ours.pop("expires-at", None)
     message = make(values["id"], values["subject"] or routing_key, frames, headers,
-                   values["sender"], values["origin"], values["tracker"], bool(properties.priority),
-                   float(expires) if expires is not None else None, created_at)
+                   values["sender"], values["origin"], values["tracker"],
+                   bool(properties.priority), float(expires) if expires is not None else None,
+                   created_at)
     return message, retry
 
 
