@@ -169,3 +169,30 @@ async def test_a_stream_routes_across_gateways_and_from_a_plain_amqp_client(rabb
                 await engine._declarer.exchange_delete(engine.names.stream("events"))
                 break
         await defer.gatherResults([a.stop(), b.stop()])
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_message_past_its_expiry_is_never_handed_out(rabbitmq_node):
+    """RabbitMQ drops an expired message (AMQP expiration, from the core's expires_at)."""
+    clock = task.Clock()
+    clock.advance(1_000)
+    engine = RabbitMQEngine(ReactorClock(clock), rabbitmq_node.urls(), node="gw1",
+                            prefix=f"expiry-{uuid.uuid4().hex[:8]}.", replicas=1,
+                            reactor=reactor)
+    await engine.ready().addTimeout(TIMEOUT, reactor)
+    try:
+        jobs = engine.queue("jobs")
+        assert await engine.publish(jobs, Message("gone", "s", (b"x",), expires_at=999.0),
+                                    confirm=True)
+        assert await engine.publish(jobs, Message("kept", "s", (b"x",), expires_at=2_000.0),
+                                    confirm=True)
+        got = []
+        engine.consume(jobs, Consumer("w", Client("c1", "test"),
+                                      lambda c, entry: got.append(entry.message.id)))
+        await until(lambda: got, TIMEOUT, "a delivery")
+        await idle(engine)
+        assert got == ["kept"]
+    finally:
+        if engine._declarer is not None:
+            await engine._declarer.queue_delete(engine.names.queue("jobs"))
+        await engine.stop()

@@ -183,7 +183,7 @@ class RabbitMQEngine(Broker):
             return False
         number = self.storage.append()
         self._pending[number] = None
-        properties, body = envelope.encode(message)
+        properties, body = envelope.encode(message, self.clock.now())
         flight = self._settling.get(stream.name)
         if flight:
             defer.DeferredList(list(flight)).addCallback(
@@ -272,7 +272,7 @@ class RabbitMQEngine(Broker):
         queue.received += 1
         number = self.storage.append()
         self._pending[number] = None
-        properties, body = envelope.encode(message)
+        properties, body = envelope.encode(message, self.clock.now())
         queue.declared.addCallback(self._send, number, properties, body)
         if not confirm:
             return True

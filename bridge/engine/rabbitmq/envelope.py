@@ -10,6 +10,8 @@ it without knowing mqksbridge:
     correlation_id  Message.tracker
     priority        1 for the priority lane, else unset
     timestamp       Message.created_at, whole seconds
+    expiration      what is left of Message.expires_at, in milliseconds (RabbitMQ drops
+                    the message then, as the core's expiry does)
     headers         Message.headers as a table (name: value)
     body            the frames joined
 
@@ -29,8 +31,9 @@ _FIELDS = (("id", "message_id"), ("subject", "type"), ("origin", "app_id"),
            ("sender", "reply_to"), ("tracker", "correlation_id"))
 
 
-def encode(message):
-    """(BasicProperties, body) for a core Message."""
+def encode(message, now=None):
+    """(BasicProperties, body) for a core Message; `now` (the engine's clock) turns its
+    absolute expiry into AMQP's relative one."""
     ours = {}
     props = {}
     for field, prop in _FIELDS:
@@ -56,6 +59,8 @@ def encode(message):
         ours[PREFIX + "created-at"] = repr(float(message.created_at))
     if message.expires_at is not None:
         ours[PREFIX + "expires-at"] = repr(float(message.expires_at))
+        if now is not None:
+            props["expiration"] = str(max(0, int((message.expires_at - now) * 1000)))
     if message.priority:
         props["priority"] = 1
     table.update(ours)
