@@ -107,8 +107,8 @@ class Node:
 class LocalCluster:
     """`size` nodes under `directory`, a user (administrator) and a vhost for the gateways.
 
-    start() -> self (every node running and clustered), urls() for the gateways' [cluster]
-    urls, kill(i) (SIGKILL, as a machine that dies), restart(i), stop(). A context manager.
+    start() -> self (every node running and clustered; prepare() first when the URLs are
+    needed before), urls() for the gateways' [cluster] urls, kill(i) (SIGKILL, as a machine that dies), restart(i), stop(). A context manager.
     """
 
     def __init__(self, directory, size=3, *, management=False, user="mqksbridge",
@@ -167,11 +167,9 @@ class LocalCluster:
 
     # -- start ----------------------------------------------------------------------------
 
-    def start(self, timeout=BOOT_SECONDS):
-        """Every node booted in parallel, clustered, and the user and vhost there."""
-        reason = missing()
-        if reason:
-            raise ClusterError(reason)
+    def prepare(self):
+        """Choose the ports and write every file, without starting anything: urls() are
+        known from here on (a test points a gateway at a cluster it starts later)."""
         os.makedirs(self.home, exist_ok=True)
         cookie = os.path.join(self.home, ".erlang.cookie")
         if os.path.exists(cookie):
@@ -188,6 +186,15 @@ class LocalCluster:
                         ports.pop(), ports.pop(), ports.pop() if self.management else None)
             self._write_files(node)
             self.nodes.append(node)
+        return self
+
+    def start(self, timeout=BOOT_SECONDS):
+        """Every node booted in parallel, clustered, and the user and vhost there."""
+        reason = missing()
+        if reason:
+            raise ClusterError(reason)
+        if not self.nodes:
+            self.prepare()
         try:
             self._start_epmd()
             for node in self.nodes:
