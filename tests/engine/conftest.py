@@ -24,7 +24,7 @@ import uuid
 
 import pytest
 import pytest_twisted
-from twisted.internet import defer, reactor, task
+from twisted.internet import defer, reactor, task, threads
 
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge.clock import ReactorClock
@@ -86,6 +86,16 @@ class Embedded:
     async def close(self):
         pass
 
+    # -- the state machine's: it answers in the call, so nothing waits
+    def run(self, fn, *args):
+        return fn(*args)
+
+    def steady(self, condition, what="the condition"):
+        """Nothing to wait for: the checks that follow judge the state as it is."""
+
+    def close_now(self):
+        pass
+
 
 class RabbitMQ:
     """A gateway's engine on a real RabbitMQ node. Every queue is a quorum queue, durable
@@ -119,12 +129,14 @@ class RabbitMQ:
                     "RabbitMQ's publisher confirms")
 
     async def settle(self, condition, what="the condition"):
-        """Until `condition()` holds with every confirm in and the queues' lengths read
-        again from RabbitMQ."""
+        """Until `condition()` holds once the engine is idle (every confirm in, no
+        basic.consume or cancel in flight) and past its barrier (lengths read again,
+        deliveries in)."""
         deadline = reactor.seconds() + self.TIMEOUT
         while True:
-            await self.committed()
-            await self.engine.refresh()
+            await until(lambda: not self.engine.busy(), self.TIMEOUT,
+                        "the engine's confirms, consumes and cancels")
+            await self.engine.barrier()
             if condition():
                 return
             if reactor.seconds() > deadline:
@@ -151,6 +163,50 @@ class RabbitMQ:
             for name in sorted(names):
                 await declarer.queue_delete(name)
         await last.engine.stop()
+
+
+class Threaded:
+    """The RabbitMQ harness driven from a thread of its own (the state machine runs its
+    steps there, the reactor runs the engine): each call runs on the reactor thread and
+    returns its result; `steady(condition)` waits as `settle` does."""
+
+    durable_prefix = RabbitMQ.durable_prefix
+    at_once = False
+
+    def __init__(self, harness):
+        self.harness = harness
+
+    @classmethod
+    def start(cls, urls, prefix=None):
+        return cls(_blocking(RabbitMQ(None, None, urls, prefix).start))
+
+    @property
+    def engine(self):
+        return self.harness.engine
+
+    def run(self, fn, *args):
+        return threads.blockingCallFromThread(reactor, fn, *args)
+
+    def steady(self, condition, what="the condition"):
+        _blocking(self.harness.settle, condition, what)
+
+    def advance(self, seconds):
+        self.run(self.harness.advance, seconds)
+
+    def commit(self):
+        _blocking(self.harness.committed)
+
+    def restart(self):
+        return Threaded(_blocking(self.harness.restarted))
+
+    def close_now(self):
+        _blocking(self.harness.close)
+
+
+def _blocking(coroutine_function, *args):
+    """Run a coroutine on the reactor thread from another thread; its result."""
+    return threads.blockingCallFromThread(
+        reactor, lambda: defer.ensureDeferred(coroutine_function(*args)))
 
 
 def _bounded(deferred, timeout, what):

@@ -147,3 +147,27 @@ async def test_a_consumer_with_credit_takes_no_more_than_it_was_given(started):
     engine.credit(consumer, 1)
     await started.settle(lambda: len(got) == 4, "m1 handed again")
     assert (got[3].message.id, got[3].retry) == ("m1", 1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_credit_is_not_a_window_an_ack_gives_no_more(started):
+    """Credit counts deliveries, not deliveries held: settling one lets no more through
+    (an AMQP prefetch window would: a burst after an ack would bring one too many)."""
+    engine = started.engine
+    got = []
+    consumer = Consumer("c", Client("c1", "test"), lambda c, entry: got.append(entry.message.id),
+                        manual_ack=True, credit=3)
+    jobs = engine.queue("jobs")
+    engine.consume(jobs, consumer)
+    engine.publish("jobs", message(0))
+    await started.settle(lambda: got == ["m0"], "m0 handed")
+    assert engine.settle(consumer, "m0")
+    await started.settle(lambda: True, "the ack taken")
+    for n in (1, 2, 3, 4):
+        engine.publish("jobs", message(n))
+    await started.settle(lambda: got == ["m0", "m1", "m2"] and len(jobs) == 2,
+                         "m1 and m2 handed, m3 and m4 stored")
+    assert got == ["m0", "m1", "m2"]
+    assert engine.settle(consumer, "m1")
+    await started.settle(lambda: len(jobs) == 2, "m3 and m4 still stored")
+    assert got == ["m0", "m1", "m2"]

@@ -159,6 +159,21 @@ class RabbitMQEngine(Broker):
             frame = yield self._declarer.queue_declare(queue.amqp_name, passive=True)
             queue.count = frame.method.message_count
 
+    def busy(self):
+        """Whether a publish waits for its confirm or a consumer's basic.consume or
+        cancel is in flight."""
+        return bool(self.unconfirmed()) or any(
+            s.busy for q in self.queues.values() for s in q.subscriptions.values())
+
+    @defer.inlineCallbacks
+    def barrier(self):
+        """Once nothing is busy: the lengths read again, then a round trip on every
+        consumer's channel, so that what RabbitMQ counted as handed out has arrived."""
+        yield self.refresh()
+        for queue in list(self.queues.values()):
+            for subscription in list(queue.subscriptions.values()):
+                yield subscription.round_trip()
+
     def tick(self, now=None):
         super().tick(now)
         if self._declarer is not None:

@@ -45,6 +45,8 @@ class RemoteQueue:
         self.held = False              # core.flow: the gateway never holds publishers
         self.count = 0                 # ready messages, as RabbitMQ last said
         self.received = self.delivered = self.acked = self.requeued = self.dropped = 0
+        self.expired = self.dead_lettered = 0   # RabbitMQ's own (not seen by the gateway)
+        self.journal = None            # durability is the cluster's: no journal here
         self.outstanding = 0           # manual-ack deliveries not yet settled
         self.subscriptions = {}        # consumer -> Subscription
         self.declared = defer.Deferred()   # fires once RabbitMQ has the queue
@@ -105,6 +107,16 @@ class RemoteQueue:
         if mode == STOPPED:
             self.broker.purge(self)
         self.dispatch()
+
+    def clear(self, lanes="all"):
+        """Drop what is stored (one lane: both lanes are the one)."""
+        self.broker.purge(self)
+
+    def pull(self, consumer, count, lifo=False, clear=False, left=None):
+        """A pull answers in the call in the core; RabbitMQ's basic.get does not, so
+        the cluster engine has no pull queues yet (docs/cluster.md): a clear error for
+        the door to send back."""
+        raise NotImplementedError("pull queues are not available on the cluster engine")
 
     # -- putting --------------------------------------------------------------------------
     def put_message(self, message, observer=None, publisher=None):
@@ -313,6 +325,14 @@ class Subscription:
             self.channel.basic_ack(entry.tag)
         else:
             self.channel.basic_nack(entry.tag, requeue=positive is None)
+
+    def round_trip(self):
+        """A Deferred fired once RabbitMQ answered a request on this consumer's channel:
+        whatever it had handed this consumer before is delivered by then (the ready
+        count it reported earlier counted it as handed)."""
+        if self.busy or self.channel is None or not self.channel.is_open:
+            return defer.succeed(None)
+        return self.channel.queue_declare(self.queue.amqp_name, passive=True)
 
     def close(self):
         self.closed = True
