@@ -100,7 +100,7 @@ class BrokerCollector:
         for name, queue in list(broker.queues.items()):
             depth.add_metric([name], len(queue))
             priority.add_metric([name], queue.lengths()[0])
-            size.add_metric([name], queue.bytes)
+            size.add_metric([name], getattr(queue, "bytes", 0))   # 0 on a gateway
             unacked.add_metric([name], sum(len(c.unacked) for c in queue.consumers))
             by_door = {}
             for c in queue.consumers:

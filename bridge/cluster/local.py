@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -169,7 +170,11 @@ class LocalCluster:
 
     def prepare(self):
         """Choose the ports and write every file, without starting anything: urls() are
-        known from here on (a test points a gateway at a cluster it starts later)."""
+        known from here on (a test points a gateway at a cluster it starts later). A cluster
+        is new each time: what an earlier one left under the directory is removed (its
+        database would keep its own users and passwords)."""
+        for index in range(1, self.size + 1):
+            shutil.rmtree(os.path.join(self.directory, f"rabbit-{index}"), ignore_errors=True)
         os.makedirs(self.home, exist_ok=True)
         cookie = os.path.join(self.home, ".erlang.cookie")
         if os.path.exists(cookie):
