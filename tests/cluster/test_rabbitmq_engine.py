@@ -69,3 +69,56 @@ async def test_a_node_dies_under_the_gateway_and_nothing_confirmed_is_lost(rabbi
         if declarer is not None:
             await declarer.queue_delete(engine.names.queue("jobs"))
         await engine.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_lost_connection_comes_back_and_what_was_held_is_handed_out_again(
+        rabbitmq_node):
+    """RabbitMQ closes the gateway's connection (the node lives): the engine connects
+    again, its consumer consumes again, and what it held unacked comes back with
+    retry + 1; a publish while it is away is refused (confirmed False), not lost silently."""
+    engine = RabbitMQEngine(ReactorClock(task.Clock()), rabbitmq_node.urls(), node="gw1",
+                            prefix=f"reconnect-{uuid.uuid4().hex[:8]}.", replicas=1,
+                            reactor=reactor)
+    await engine.ready().addTimeout(TIMEOUT, reactor)
+    try:
+        jobs = engine.queue("jobs")
+        got = []
+        worker = Consumer("w", Client("c1", "test"),
+                          lambda c, entry: got.append((entry.message.id, entry.retry)),
+                          manual_ack=True)
+        engine.consume(jobs, worker)
+        verdicts = await defer.gatherResults([
+            engine.publish(jobs, Message(f"m{n}", "s", (b"x",)), confirm=True)
+            for n in range(3)])
+        assert verdicts == [True] * 3
+        await until(lambda: len(got) == 3, TIMEOUT, "three deliveries")
+        assert engine.settle(worker, "m0")
+        await idle(engine)
+        assert engine.confirms == 3 and engine.confirm_seconds > 0
+        listed = await threads.deferToThread(rabbitmq_node.ctl, 1, "list_connections",
+                                             "client_properties")
+        assert "mqksbridge gw1" in listed            # the gateway, by name, in RabbitMQ
+
+        lost = []
+        engine.connection.lost = lambda reason, lost_=engine.connection.lost: (
+            lost.append(reason), lost_(reason))
+        await threads.deferToThread(rabbitmq_node.ctl, 1, "close_all_connections",
+                                     "--global", "test")
+        await until(lambda: lost, TIMEOUT, "the connection lost")
+        refused = []
+        engine.publish(jobs, Message("away", "s", (b"x",)), confirm=True).addCallback(
+            refused.append)
+        assert refused == [False]
+        await until(lambda: engine.ready().called, TIMEOUT, "the engine connected again")
+        await until(lambda: len(got) == 5, TIMEOUT, "m1 and m2 again", detail=lambda: got)
+        assert sorted(got[3:]) == [("m1", 1), ("m2", 1)]
+        assert sorted(worker.unacked) == ["m1", "m2"]
+        assert engine.settle(worker, "m1") and engine.settle(worker, "m2")
+        await idle(engine)
+        assert len(jobs) == 0 and len(got) == 5
+    finally:
+        declarer = engine._declarer
+        if declarer is not None:
+            await declarer.queue_delete(engine.names.queue("jobs"))
+        await engine.stop()

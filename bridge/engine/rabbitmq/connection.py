@@ -15,9 +15,12 @@ from twisted.logger import Logger
 log = Logger(namespace="mqksbridge.cluster")
 
 
-def endpoint(reactor, url):
-    """(Twisted client endpoint, pika parameters) for an amqp:// or amqps:// URL."""
+def endpoint(reactor, url, name=None):
+    """(Twisted client endpoint, pika parameters) for an amqp:// or amqps:// URL; `name`
+    is the connection's name in RabbitMQ's views (client property connection_name)."""
     params = pika.URLParameters(url)
+    if name is not None:
+        params.client_properties = {"connection_name": name}
     if url.startswith("amqps:"):
         point = endpoints.SSL4ClientEndpoint(reactor, params.host, params.port,
                                              ssl.optionsForClientTLS(params.host))
@@ -29,12 +32,14 @@ def endpoint(reactor, url):
 class Connection:
     """The connection to the first reachable of `urls`, made again when lost."""
 
-    def __init__(self, reactor, urls, opened, lost, first_delay=0.1, max_delay=5.0):
+    def __init__(self, reactor, urls, opened, lost, first_delay=0.1, max_delay=5.0,
+                 name=None):
         if not urls:
             raise ValueError("the cluster engine needs at least one amqp:// URL")
         self.reactor = reactor
         self.urls = list(urls)
         self.opened, self.lost = opened, lost
+        self.name = name
         self.first_delay, self.max_delay = first_delay, max_delay
         self.protocol = None        # the open TwistedProtocolConnection, or None
         self.url = None             # the URL it reached
@@ -52,7 +57,7 @@ class Connection:
         self._retry = None
         url = self.urls[self._next]
         self._next = (self._next + 1) % len(self.urls)
-        point, params = endpoint(self.reactor, url)
+        point, params = endpoint(self.reactor, url, self.name)
         made = endpoints.connectProtocol(point, TwistedProtocolConnection(
             params, custom_reactor=self.reactor))
         made.addCallback(self._handshake, url)

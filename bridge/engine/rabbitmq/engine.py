@@ -41,13 +41,16 @@ class RabbitMQEngine(Broker):
         self.node, self.replicas, self.prefetch = node, replicas, prefetch
         self.names = topology.Names(prefix)
         self.reactor = reactor
-        self.connection = Connection(reactor, urls, self._opened, self._lost)
+        self.connection = Connection(reactor, urls, self._opened, self._lost,
+                                     name=f"mqksbridge {node}")
         self._publisher = None         # the confirm-mode channel
         self._declarer = None          # the channel declares and counts go on
         self._sent = {}                # AMQP publish number -> barrier number, on the channel
         self._pending = {}             # barrier number -> None (waiting) or verdict
         self._refused = set()          # barrier numbers RabbitMQ refused
         self._ready = []
+        self.confirms = 0              # publishes RabbitMQ answered (/metrics)
+        self.confirm_seconds = 0.0     # their publish-to-answer times, summed
         self.connection.start()
 
     # -- connection -----------------------------------------------------------------------
@@ -206,10 +209,16 @@ class RabbitMQEngine(Broker):
         if channel is None or queue is None:
             self._confirmed(number, False)
             return queue
+        sent = self.reactor.seconds()
         acked = channel.basic_publish("", queue.amqp_name, body, properties, mandatory=True)
-        acked.addCallbacks(lambda _: self._confirmed(number, True),
-                           lambda _: self._confirmed(number, False))
+        acked.addCallbacks(self._answered, self._answered, (number, True, sent), None,
+                           (number, False, sent))
         return queue
+
+    def _answered(self, _, number, ok, sent):
+        self.confirms += 1
+        self.confirm_seconds += self.reactor.seconds() - sent
+        self._confirmed(number, ok)
 
     def _confirmed(self, number, ok):
         """RabbitMQ's verdict on publish `number`; the barrier moves past every number
