@@ -12,6 +12,7 @@ among its consumers), and did not hand it out again within a minute of node 1's 
 either; docs/cluster.md says so."""
 import uuid
 
+import pika
 import pytest_twisted
 from twisted.internet import defer, reactor, task, threads
 
@@ -122,3 +123,49 @@ async def test_a_lost_connection_comes_back_and_what_was_held_is_handed_out_agai
         if declarer is not None:
             await declarer.queue_delete(engine.names.queue("jobs"))
         await engine.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_stream_routes_across_gateways_and_from_a_plain_amqp_client(rabbitmq_node):
+    """Gateway B binds its queue to a subject of a stream; a publish to the stream on
+    gateway A reaches it, and so does a plain AMQP publish to the stream's exchange (its
+    routing key the subject); an unbound subject reaches nobody."""
+    prefix = f"streams-{uuid.uuid4().hex[:8]}."
+    a, b = (RabbitMQEngine(ReactorClock(task.Clock()), rabbitmq_node.urls(), node=node,
+                           prefix=prefix, replicas=1, reactor=reactor) for node in "ab")
+    await defer.gatherResults([a.ready(), b.ready()]).addTimeout(TIMEOUT, reactor)
+    try:
+        inbox = b.queue("inbox")
+        assert b.stream("events").set_bindings("inbox", ["order.new", "order.*"])
+        got = []
+        b.consume(inbox, Consumer("w", Client("c1", "test"),
+                                  lambda c, entry: got.append((entry.message.id,
+                                                               entry.message.subject))))
+        await idle(b)
+        events = a.stream("events")
+        for n, subject in enumerate(["order.new", "order.old", "order.*"]):
+            events.publish(Message(f"m{n}", subject, (b"x",)))
+        await idle(a)
+        channel = await b.open_channel()
+        await channel.basic_publish(prefix + "s.events", "order.new", b"plain",
+                                    pika.BasicProperties(message_id="amqp-1"))
+        await until(lambda: len(got) == 3, TIMEOUT, "three deliveries", detail=lambda: got)
+        await idle(b)
+        assert sorted(got) == [("amqp-1", "order.new"), ("m0", "order.new"),
+                               ("m2", "order.*")]
+
+        assert b.stream("events").set_bindings("inbox", ["order.old"])   # rebind
+        await idle(b)
+        events.publish(Message("m3", "order.new", (b"x",)))
+        events.publish(Message("m4", "order.old", (b"x",)))
+        await until(lambda: len(got) == 4, TIMEOUT, "m4", detail=lambda: got)
+        await idle(a)
+        await idle(b)
+        assert got[3:] == [("m4", "order.old")]
+    finally:
+        for engine in (a, b):
+            if engine._declarer is not None:
+                await engine._declarer.queue_delete(engine.names.queue("inbox"))
+                await engine._declarer.exchange_delete(engine.names.stream("events"))
+                break
+        await defer.gatherResults([a.stop(), b.stop()])

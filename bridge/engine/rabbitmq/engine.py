@@ -18,6 +18,7 @@ from mqksbridge.bridge.engine.interface import IEngine
 from mqksbridge.bridge.engine.rabbitmq import envelope, topology
 from mqksbridge.bridge.engine.rabbitmq.connection import Connection
 from mqksbridge.bridge.engine.rabbitmq.queue import RemoteQueue
+from mqksbridge.bridge.engine.rabbitmq.stream import RemoteStream
 from mqksbridge.core.broker import Broker
 
 log = Logger(namespace="mqksbridge.cluster")
@@ -49,6 +50,8 @@ class RabbitMQEngine(Broker):
         self._pending = {}             # barrier number -> None (waiting) or verdict
         self._refused = set()          # barrier numbers RabbitMQ refused
         self._ready = []
+        self._binds = {}               # queue name -> [(stream, subject, True)] until declared
+        self._settling = {}            # stream name -> Deferreds of binds in flight
         self.confirms = 0              # publishes RabbitMQ answered (/metrics)
         self.confirm_seconds = 0.0     # their publish-to-answer times, summed
         self.connection.start()
@@ -68,8 +71,13 @@ class RabbitMQEngine(Broker):
         yield publisher.confirm_delivery()
         self._declarer = yield protocol.channel()
         self._publisher = publisher
+        for stream in list(self.streams.values()):
+            self._declare_stream(stream)
         for queue in list(self.queues.values()):
             self._declare(queue)
+        for stream in list(self.streams.values()):
+            for name, subjects in stream.bindings.items():
+                self.bind(stream, name, sorted(subjects), ())
         for queue in list(self.queues.values()):
             for subscription in queue.subscriptions.values():
                 subscription.reopen()
@@ -114,7 +122,76 @@ class RabbitMQEngine(Broker):
                 self.queue(target)
             if self._declarer is not None:
                 self._declare(queue)
+            for stream, subject, _ in self._binds.pop(name, ()):
+                if subject in stream.bound_subjects(name):
+                    self.bind(stream, name, [subject], [])
         return queue
+
+    def stream(self, name, create=True):
+        stream = self.streams.get(name)
+        if stream is None and create:
+            stream = self.streams[name] = RemoteStream(name, self.queues, self)
+            if self._declarer is not None:
+                self._declare_stream(stream)
+        return stream
+
+    def _declare_stream(self, stream):
+        self._track(stream, self._declarer.exchange_declare(
+            stream.exchange, exchange_type="direct", durable=True))
+
+    def _track(self, stream, operation):
+        """A declare or bind of `stream` in flight: its publishes wait for it (a publish
+        right after a bind reaches the newly bound queue, as in the core)."""
+        flight = self._settling.setdefault(stream.name, [])
+        flight.append(operation)
+
+        def done(result):
+            flight.remove(operation)
+            if not flight:
+                self._settling.pop(stream.name, None)
+            return None
+        operation.addBoth(done)
+
+    def bind(self, stream, queue_name, added, removed):
+        """Bind (and unbind) a queue to subjects of a stream in RabbitMQ, once both exist
+        there (a binding may name a queue before it is declared: MQKS rebind)."""
+        queue = self.queues.get(queue_name)
+        changes = [(subject, True) for subject in added] + [(s, False) for s in removed]
+        if queue is None:            # bound before it is declared; a gone one lost its own
+            self._binds.setdefault(queue_name, []).extend(
+                (stream, subject, True) for subject in added)
+            return
+        if self._declarer is None:   # bound again from stream.bindings once connected
+            return
+        for subject, on in changes:
+            operation = queue.when_declared().addCallback(self._bind_now, stream, subject, on)
+            self._track(stream, operation)
+
+    def _bind_now(self, queue, stream, subject, on):
+        if queue is None or self._declarer is None:
+            return None
+        verb = self._declarer.queue_bind if on else self._declarer.queue_unbind
+        return verb(queue.amqp_name, stream.exchange, routing_key=subject).addErrback(
+            lambda f: log.failure("binding {queue} to {stream}", f, queue=queue.name,
+                                  stream=stream.name))
+
+    def publish_to_stream(self, stream, message):
+        """One copy of `message` to the stream's exchange, through the barrier like every
+        publish (RabbitMQ drops it if no queue of any gateway is bound: not a refusal)."""
+        if self._publisher is None:
+            self.counters["refused"] += 1
+            return False
+        number = self.storage.append()
+        self._pending[number] = None
+        properties, body = envelope.encode(message)
+        flight = self._settling.get(stream.name)
+        if flight:
+            defer.DeferredList(list(flight)).addCallback(
+                lambda _: self._send_to(stream.exchange, message.subject, number,
+                                        properties, body, False))
+        else:
+            self._send_to(stream.exchange, message.subject, number, properties, body, False)
+        return True
 
     def arguments_of(self, queue):
         return topology.queue_arguments(self.names, queue.name,
@@ -165,7 +242,7 @@ class RabbitMQEngine(Broker):
     def busy(self):
         """Whether a publish waits for its confirm or a consumer's basic.consume or
         cancel is in flight."""
-        return bool(self.unconfirmed()) or any(
+        return bool(self.unconfirmed()) or bool(self._settling) or any(
             s.busy for q in self.queues.values() for s in q.subscriptions.values())
 
     @defer.inlineCallbacks
@@ -205,15 +282,23 @@ class RabbitMQEngine(Broker):
         return confirmed
 
     def _send(self, queue, number, properties, body):
-        channel = self._publisher
-        if channel is None or queue is None:
+        if queue is None:
             self._confirmed(number, False)
-            return queue
+        else:
+            self._send_to("", queue.amqp_name, number, properties, body, True)
+        return queue
+
+    def _send_to(self, exchange, key, number, properties, body, mandatory):
+        """basic.publish, its confirm (or a lost channel's failure) the verdict of
+        `number`; `mandatory`: a message no queue takes is refused."""
+        channel = self._publisher
+        if channel is None:
+            self._confirmed(number, False)
+            return
         sent = self.reactor.seconds()
-        acked = channel.basic_publish("", queue.amqp_name, body, properties, mandatory=True)
+        acked = channel.basic_publish(exchange, key, body, properties, mandatory=mandatory)
         acked.addCallbacks(self._answered, self._answered, (number, True, sent), None,
                            (number, False, sent))
-        return queue
 
     def _answered(self, _, number, ok, sent):
         self.confirms += 1

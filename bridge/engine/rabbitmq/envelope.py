@@ -63,10 +63,11 @@ def encode(message):
                             **props), message.body)
 
 
-def decode(properties, body, make):
+def decode(properties, body, make, routing_key=""):
     """`make(id, subject, frames, headers, sender, origin, tracker, priority, expires_at,
     created_at)` (the Message class) from an AMQP message; with the retry count RabbitMQ
-    kept: (message, retry)."""
+    kept: (message, retry). A message without a `type` (a plain AMQP client's, published
+    to a stream's exchange) has its `routing_key` as subject."""
     table = dict(properties.headers or {})
     retry = int(table.pop(DELIVERY_COUNT, 0) or 0)
     ours = {name[len(PREFIX):]: table.pop(name) for name in list(table)
@@ -91,9 +92,10 @@ def decode(properties, body, make):
     created = ours.pop("created-at", None)
     created_at = float(created) if created is not None else float(properties.timestamp or 0)
     expires = ours.pop("expires-at", None)
-    message = make(values["id"], values["subject"], frames, headers, values["sender"],
-                   values["origin"], values["tracker"], bool(properties.priority),
-                   float(expires) if expires is not None else None, created_at)
+    message = make(values["id"], values["subject"] or routing_key, frames, headers,
+                   values["sender"], values["origin"], values["tracker"],
+                   bool(properties.priority), float(expires) if expires is not None else None,
+                   created_at)
     return message, retry
 
 

@@ -296,9 +296,11 @@ class Subscription:
         if self.closed:
             return
         consumer, queue = self.consumer, self.queue
-        message, retry = envelope.decode(received.properties, received.body, Message)
+        method = received.method
+        message, retry = envelope.decode(received.properties, received.body, Message,
+                                         method.routing_key if method.exchange else "")
         entry = Delivery(message, retry)
-        entry.tag, entry.ctag, entry.at = received.method.delivery_tag, ctag, queue.broker.clock.now()
+        entry.tag, entry.ctag, entry.at = method.delivery_tag, ctag, queue.broker.clock.now()
         entry.deliveries = 1
         if ctag == self.ctag:
             self.expect -= 1
