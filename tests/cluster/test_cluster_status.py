@@ -6,9 +6,11 @@ import sys
 import uuid
 
 import pytest_twisted
+from prometheus_client.parser import text_string_to_metric_families
 from twisted.internet.threads import deferToThread
 
-from tests.support.admin import aget, response_schema, validate
+from mqksbridge.bridge.engine import Message
+from tests.support.admin import aget, fetch, response_schema, validate
 from tests.support.waits import until
 
 CLI = os.path.join(os.path.dirname(sys.executable), "mqksbridge")
@@ -41,8 +43,14 @@ async def test_the_gateway_shows_nodes_queues_and_replicas(rabbitmq_cluster, run
     server = await running(gateway_overrides(rabbitmq_cluster, "gw-status"))
     port = server.port("admin")
     server.broker.queue("jobs")                       # declared in RabbitMQ, 3 replicas
-    answer = await cluster_view(port, lambda a: any(q["name"] == "jobs" for q in a["queues"]),
-                                "the queue in the view")
+    assert await server.broker.publish("jobs", Message("m1", "job", (b"x",)), confirm=True)
+    raw = (await deferToThread(fetch, port, "/metrics"))[2].decode()
+    values = {s.name: s.value for f in text_string_to_metric_families(raw) for s in f.samples}
+    assert values["mqksbridge_engine_confirms_total"] == 1
+    assert values["mqksbridge_engine_confirm_seconds_total"] > 0
+    answer = await cluster_view(port, lambda a: any(q["name"] == "jobs" for q in a["queues"])
+                                and any(g["name"] == "gw-status" for g in a["gateways"]),
+                                "the queue and the gateway in the view")
     validate(answer, response_schema("/api/cluster"))
     assert answer["gateway"] == "gw-status" and answer["error"] is None
     assert answer["connected"].startswith("amqp://mqksbridge:***@127.0.0.1:")
@@ -50,6 +58,8 @@ async def test_the_gateway_shows_nodes_queues_and_replicas(rabbitmq_cluster, run
     assert set(answer["clients"]) == {"mqks", "malamute", "twino", "textqueue"}
     assert [(n["name"], n["running"]) for n in answer["nodes"]] == [
         (f"rabbit-{i}@localhost", True) for i in (1, 2, 3)]
+    gateway = next(g for g in answer["gateways"] if g["name"] == "gw-status")
+    assert gateway["node"] in [n["name"] for n in answer["nodes"]] and gateway["channels"] >= 1
     jobs = next(q for q in answer["queues"] if q["name"] == "jobs")
     assert (jobs["type"], jobs["replicas"], jobs["online"]) == ("quorum", 3, 3)
     assert jobs["amqp"] == answer["prefix"] + "q.jobs"
