@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -107,8 +108,8 @@ class Node:
 class LocalCluster:
     """`size` nodes under `directory`, a user (administrator) and a vhost for the gateways.
 
-    start() -> self (every node running and clustered), urls() for the gateways' [cluster]
-    urls, kill(i) (SIGKILL, as a machine that dies), restart(i), stop(). A context manager.
+    start() -> self (every node running and clustered; prepare() first when the URLs are
+    needed before), urls() for the gateways' [cluster] urls, kill(i) (SIGKILL, as a machine that dies), restart(i), stop(). A context manager.
     """
 
     def __init__(self, directory, size=3, *, management=False, user="mqksbridge",
@@ -167,11 +168,13 @@ class LocalCluster:
 
     # -- start ----------------------------------------------------------------------------
 
-    def start(self, timeout=BOOT_SECONDS):
-        """Every node booted in parallel, clustered, and the user and vhost there."""
-        reason = missing()
-        if reason:
-            raise ClusterError(reason)
+    def prepare(self):
+        """Choose the ports and write every file, without starting anything: urls() are
+        known from here on (a test points a gateway at a cluster it starts later). A cluster
+        is new each time: what an earlier one left under the directory is removed (its
+        database would keep its own users and passwords)."""
+        for index in range(1, self.size + 1):
+            shutil.rmtree(os.path.join(self.directory, f"rabbit-{index}"), ignore_errors=True)
         os.makedirs(self.home, exist_ok=True)
         cookie = os.path.join(self.home, ".erlang.cookie")
         if os.path.exists(cookie):
@@ -188,6 +191,15 @@ class LocalCluster:
                         ports.pop(), ports.pop(), ports.pop() if self.management else None)
             self._write_files(node)
             self.nodes.append(node)
+        return self
+
+    def start(self, timeout=BOOT_SECONDS):
+        """Every node booted in parallel, clustered, and the user and vhost there."""
+        reason = missing()
+        if reason:
+            raise ClusterError(reason)
+        if not self.nodes:
+            self.prepare()
         try:
             self._start_epmd()
             for node in self.nodes:

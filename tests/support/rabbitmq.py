@@ -14,14 +14,20 @@ import pytest
 from mqksbridge.bridge.cluster.local import LocalCluster, missing
 
 
+_STARTED = {}   # (size, management) -> the session's LocalCluster: one, however many
+#                 conftest.py files import these fixtures (each import is a fixture of its own)
+
+
 def _session_cluster(request, tmp_path_factory, name, size, management):
     reason = missing()
     if reason:
         pytest.skip(f"no local RabbitMQ: {reason}")
-    cluster = LocalCluster(tmp_path_factory.mktemp(name), size, management=management)
-    cluster.start()
-    request.addfinalizer(lambda: cluster.stop(kill=True))   # its data is thrown away
-    return cluster
+    key = (size, management)
+    if key not in _STARTED:
+        cluster = LocalCluster(tmp_path_factory.mktemp(name), size, management=management)
+        _STARTED[key] = cluster.start()
+        request.addfinalizer(lambda: _STARTED.pop(key).stop(kill=True))   # data thrown away
+    return _STARTED[key]
 
 
 @pytest.fixture(scope="session")
