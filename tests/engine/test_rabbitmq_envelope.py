@@ -8,8 +8,8 @@ from mqksbridge.bridge.engine import Message
 from mqksbridge.bridge.engine.rabbitmq import envelope, topology
 
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=300)
-headers = st.one_of(st.none(), st.lists(st.tuples(text.filter(bool), text), min_size=1,
-                                        max_size=4))
+names = st.one_of(text.filter(bool), text.map(lambda t: envelope.PREFIX + t))
+headers = st.one_of(st.none(), st.dictionaries(names, text, min_size=1, max_size=4))
 messages = st.builds(
     Message, text.filter(bool), text, st.lists(st.binary(max_size=40), min_size=1,
                                                max_size=3).map(tuple),
@@ -41,7 +41,7 @@ def test_a_message_survives_the_trip_through_amqp(message, retry, now):
 
 
 def test_a_plain_client_reads_the_envelope_in_amqp_properties():
-    message = Message("m1", "orders.new", (b"a", b"bc"), [("Kind", "x")], "alice", "mqks",
+    message = Message("m1", "orders.new", (b"a", b"bc"), {"Kind": "x"}, "alice", "mqks",
                       "t-1", True, None, 1_700_000_000.5)
     properties, body = envelope.encode(message)
     assert (properties.message_id, properties.type, properties.reply_to, properties.app_id,
