@@ -62,7 +62,8 @@ async def test_confirmations_fire_in_publish_order(started):
     await started.committed()
     assert order == [(0, True), (1, True), (2, True), (3, True)]
     last = fired(engine.publish("plain", message(9), confirm=True))
-    await started.committed()
+    if not started.at_once:
+        await started.committed()
     assert last == [True]
 
 
