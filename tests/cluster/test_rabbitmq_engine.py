@@ -1,15 +1,18 @@
-"""The cluster engine on a real 3-node RabbitMQ cluster: a node dies under a gateway and
-nothing confirmed is lost.
+"""The cluster engine on real RabbitMQ nodes: what the contract suite (tests/engine/)
+does not cover because it needs a cluster, two gateways or a fault.
 
-The gateway's engine is connected to node 1 and holds deliveries unacked when node 1 is
-killed (SIGKILL, as a machine that dies): it reconnects to the next node of its list,
-every message RabbitMQ confirmed and the gateway never settled is handed out from the
-surviving nodes (quorum queues on three replicas), and nothing it acked comes back.
-
-What its consumer held unacked through node 1 is not judged here: RabbitMQ 3.10.8 keeps
-it checked out by the dead node's consumer (the queue counts it unacked, a ghost consumer
-among its consumers), and did not hand it out again within a minute of node 1's return
-either; docs/cluster.md says so."""
+- A node dies under a gateway (3-node cluster, SIGKILL, as a machine that dies): the
+  engine reconnects to the next node of its list, every message RabbitMQ confirmed and
+  the gateway never settled is handed out from the surviving nodes (quorum queues on
+  three replicas), and nothing it acked comes back. What its consumer held unacked
+  through the dead node is not judged: RabbitMQ 3.10.8 keeps it checked out by the dead
+  node's consumer (the queue counts it unacked, a ghost among its consumers), and did not
+  hand it out again within a minute of the node's return either.
+- A lost connection (the node lives) comes back, and what was held comes out again with
+  retry + 1; a node that does not answer is skipped.
+- Two gateways: a stream routes across them and from a plain AMQP client; a queue one
+  declared with other options is used as the cluster has it.
+- An expired message is never handed out."""
 import uuid
 
 import pika
@@ -17,6 +20,7 @@ import pytest_twisted
 from twisted.internet import defer, reactor, task, threads
 
 from mqksbridge.bridge.clock import ReactorClock
+from mqksbridge.bridge.cluster.local import free_ports
 from mqksbridge.bridge.engine import Client, Consumer, Message
 from mqksbridge.bridge.engine.rabbitmq import RabbitMQEngine
 from tests.support.waits import until
@@ -227,3 +231,29 @@ async def test_a_queue_another_gateway_declared_with_other_options_is_used_as_it
             for name in ("jobs", "other"):
                 await a._declarer.queue_delete(a.names.queue(name))
         await defer.gatherResults([a.stop(), b.stop()])
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_gateway_skips_a_node_that_does_not_answer(rabbitmq_node):
+    """The first URL refuses connections: the engine says why (without the password)
+    and connects to the next."""
+    good = rabbitmq_node.urls()[0]
+    dead = good.replace(f":{rabbitmq_node.nodes[0].amqp_port}/", f":{free_ports(1)[0]}/")
+    engine = RabbitMQEngine(ReactorClock(task.Clock()), [dead, good], node="gw1",
+                            prefix=f"skip-{uuid.uuid4().hex[:8]}.", replicas=1,
+                            reactor=reactor)
+    try:
+        await engine.ready().addTimeout(TIMEOUT, reactor)
+        assert engine.connection.url == good
+    finally:
+        await engine.stop()
+    failures = []
+    engine = RabbitMQEngine(ReactorClock(task.Clock()), [dead], node="gw1",
+                            prefix="skip.", replicas=1, reactor=reactor)
+    try:
+        await until(lambda: engine.connection.failure, TIMEOUT, "the failure")
+        failures.append(engine.connection.failure)
+    finally:
+        await engine.stop()
+    assert failures[0].startswith("amqp://mqksbridge@127.0.0.1:")
+    assert rabbitmq_node.password not in failures[0]
