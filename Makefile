@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench soak clean system-packages
+.PHONY: run test bench soak clean system-packages cluster cluster-stop
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,12 +23,25 @@ test: $(STAMP) system-packages
 
 # Debian packages some tests use, installed when missing and run as root (CI): headless
 # Chromium for the dashboard test, libczmq for the zrex differential test against czmq,
-# jq for a docs/cli.md example (tests/test_docs_examples.py).
+# jq for a docs/cli.md example (tests/test_docs_examples.py), rabbitmq-server for the
+# cluster engine's tests. The tests start RabbitMQ nodes of their own (bridge/cluster/
+# local.py): the system service the package may start is stopped again at once.
+RABBITMQ = /usr/lib/rabbitmq/bin/rabbitmq-server
 system-packages:
 	@if [ "$$(id -u)" = 0 ] && ! { command -v chromium && command -v chromedriver \
-			&& command -v jq && ldconfig -p | grep -q 'libczmq\.so\.4'; } >/dev/null; then \
+			&& command -v jq && ldconfig -p | grep -q 'libczmq\.so\.4' \
+			&& test -x $(RABBITMQ); } >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -qq chromium chromium-driver libczmq4 jq >/dev/null; fi
+		apt-get install -y -qq chromium chromium-driver libczmq4 jq rabbitmq-server >/dev/null \
+		&& { service rabbitmq-server stop || true; } >/dev/null 2>&1; fi
+
+# A local 3-node RabbitMQ cluster under ./var/cluster and two gateways on it, to try the
+# cluster engine (docs/cluster.md); `make cluster-stop` stops them all.
+cluster: $(STAMP) system-packages
+	$(BIN)/python -m mqksbridge.bridge.cluster.sandbox start var/cluster
+
+cluster-stop: $(STAMP)
+	$(BIN)/python -m mqksbridge.bridge.cluster.sandbox stop var/cluster
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'

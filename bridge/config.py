@@ -13,7 +13,7 @@ import json
 import sys
 import tomllib
 
-from mqksbridge.bridge.settings import SECTIONS, SETTINGS, TABLE
+from mqksbridge.bridge.settings import SECTIONS, SETTINGS, TABLE, amqp_url
 
 
 class ConfigError(ValueError):
@@ -141,7 +141,8 @@ def validate(config):
         value = lookup(config, setting.key)
         problem = setting.check(value)
         if problem:
-            raise ConfigError(f"configuration key {setting.key} = {show(value)}: {problem}")
+            raise ConfigError(f"configuration key {setting.key} = "
+                              f"{show(setting.shown(value))}: {problem}")
     for endpoint in config["mqks"]["listen_users"]:
         if endpoint not in config["mqks"]["listen"]:
             raise ConfigError(f"configuration key mqks.listen_users: {show(endpoint)} is not "
@@ -160,10 +161,35 @@ def validate(config):
     if config["malamute"]["mechanism"] == "plain" and not config["security"]["users"]:
         raise ConfigError("configuration key malamute.mechanism = \"plain\": PLAIN logins "
                           "are checked against users: set security.users")
+    validate_cluster(config)
     if config["security"]["users"] and config["twino"]["token"]:
         raise ConfigError("configuration keys twino.token and security.users: with a users "
                           "file, Twino clients log in as users (Client-Token USER:PASSWORD); "
                           "leave twino.token empty")
+
+
+def validate_cluster(config):
+    """[cluster] keys together: a gateway needs nodes, one vhost, and no journal of its own."""
+    cluster = config["cluster"]
+    if cluster["engine"] == "embedded":
+        if cluster["urls"]:
+            raise ConfigError('configuration key cluster.urls: set, but cluster.engine = '
+                              '"embedded" does not use it; set cluster.engine = "rabbitmq"')
+        return
+    if not cluster["urls"]:
+        raise ConfigError('configuration key cluster.engine = "rabbitmq": set cluster.urls, '
+                          'e.g. ["amqp://user:password@127.0.0.1:5672/vhost"]')
+    if cluster["vhost"]:
+        for url in cluster["urls"]:
+            vhost = amqp_url(url)[3]
+            if vhost and vhost != cluster["vhost"]:
+                raise ConfigError(f"configuration key cluster.vhost = {show(cluster['vhost'])}"
+                                  f": a URL names vhost {show(vhost)}")
+    for key in ("queues", "mailboxes"):
+        if config["durability"][key]:
+            raise ConfigError(f"configuration key durability.{key}: with cluster.engine = "
+                              '"rabbitmq" every queue is a quorum queue the cluster keeps; '
+                              "leave it empty (docs/cluster.md)")
 
 
 def show(value):

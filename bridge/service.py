@@ -2,8 +2,9 @@
 the admin endpoint), stopped in order by bridge.shutdown.BridgeService.
 
 Each door module exposes `build(config, broker, scheduler, reactor, clock) -> (door,
-services)`, where `broker` is the engine (bridge.engine.IEngine; today the embedded one,
-the core in this process); adding a door means adding it to DOORS, its keys to
+services)`, where `broker` is the engine (bridge.engine.IEngine: the embedded one, the
+core in this process, or with `[cluster] engine = "rabbitmq"` the cluster engine, this
+process a gateway: bridge.cluster.gateway); adding a door means adding it to DOORS, its keys to
 bridge.settings.TABLE and a flag here. `reactor` is for I/O (listeners, the per-turn
 flush), `clock` for time.
 """
@@ -21,6 +22,7 @@ from mqksbridge.bridge import admin as admin_endpoint
 from mqksbridge.bridge import config as configuration
 from mqksbridge.bridge import journal
 from mqksbridge.bridge.clock import ReactorClock, periodic
+from mqksbridge.bridge.cluster import gateway
 from mqksbridge.bridge.descriptors import DescriptorLimit
 from mqksbridge.bridge.engine import EmbeddedEngine
 from mqksbridge.bridge.listeners import quiet_cannot_listen
@@ -185,15 +187,11 @@ def build(config, reactor=None, clock=None):
     top = BridgeService(clock, config["broker"]["shutdown_timeout"])
     settings = config["broker"]
     security = security_module.build(config)
-    broker = EmbeddedEngine(
-        ReactorClock(clock), flow_limit=settings["flow_limit"] or None,
-        flow_max_hold=settings["flow_max_hold"],
-        queue_size_limit=configuration.size_limit(settings["queue_size_limit"]),
-        mailbox_size_limit=configuration.size_limit(settings["mailbox_size_limit"]),
-        queue_length_limit=configuration.size_limit(settings["queue_length_limit"]),
-        queue_overflow=settings["queue_overflow"], guarded=security.enabled)
+    broker = build_engine(config, reactor, clock, guarded=security.enabled)
     security.counters = broker.counters          # refusals beside the broker's other counts
-    spill, spill_service = spill_module.build(config, broker, reactor, clock)  # before any queue
+    clustered = config["cluster"]["engine"] != "embedded"
+    spill, spill_service = (None, None) if clustered else \
+        spill_module.build(config, broker, reactor, clock)   # before any queue
     if spill is not None:
         spill_service.setServiceParent(top)
         periodic(settings["sweep_interval"], spill.check, clock, "spill budget",
@@ -209,9 +207,13 @@ def build(config, reactor=None, clock=None):
     # core only offers tick(now) methods, and keeps its clock's call_later for rare
     # one-off timers (delete-when-unused). The doors' sweeps come with their services.
     periodic(settings["sweep_interval"], broker.tick, clock, "broker sweep").setServiceParent(top)
-    durability, journal_service = journal.build(config, broker, reactor, clock,
-                                                fsync_observer=lambda s: _observe_fsync(top, s))
-    journal_service.setServiceParent(top)
+    if clustered:                 # the cluster keeps the queues: no journal, no definitions
+        durability = None
+        gateway.CloseLast(broker).setServiceParent(top)
+    else:
+        durability, journal_service = journal.build(
+            config, broker, reactor, clock, fsync_observer=lambda s: _observe_fsync(top, s))
+        journal_service.setServiceParent(top)
     scheduler = FlushScheduler(reactor)
     doors, listeners = {}, {}
     broker.memory = MemoryWatermark(watermark_bytes(settings["memory_watermark"]), doors,
@@ -222,18 +224,38 @@ def build(config, reactor=None, clock=None):
         module = importlib.import_module(f"mqksbridge.bridge.{name}")
         doors[name], listeners[name] = module.build(config, broker, scheduler, reactor, clock,
                                                     security=security)
-        for svc in listeners[name]:
+    door_services = [svc for name in DOORS for svc in listeners[name]]
+    if clustered:                 # the doors open once the engine reaches the cluster
+        gateway.OpenWhenConnected(broker, top, door_services).setServiceParent(top)
+    else:
+        for svc in door_services:
             svc.setServiceParent(top)
     top.doors, top.scheduler, top.broker, top.security = doors, scheduler, broker, security
     top.durability = durability
     top.spill = spill
-    durability.recover()    # before any listener accepts
+    if durability is not None:
+        durability.recover()    # before any listener accepts
     top.admin, services = admin_endpoint.build(config, broker, doors, listeners, reactor,
                                                clock, security=security)
     listeners["admin"] = [svc for svc in services if hasattr(svc, "ready")]
     for svc in services:
         svc.setServiceParent(top)
     return top, broker, doors, listeners
+
+
+def build_engine(config, reactor, clock, guarded=False):
+    """The engine `[cluster] engine` names: the core in this process (embedded), or this
+    process a gateway to a RabbitMQ cluster (bridge.cluster.gateway); same model options."""
+    settings = config["broker"]
+    options = dict(
+        flow_limit=settings["flow_limit"] or None, flow_max_hold=settings["flow_max_hold"],
+        queue_size_limit=configuration.size_limit(settings["queue_size_limit"]),
+        mailbox_size_limit=configuration.size_limit(settings["mailbox_size_limit"]),
+        queue_length_limit=configuration.size_limit(settings["queue_length_limit"]),
+        queue_overflow=settings["queue_overflow"], guarded=guarded)
+    if config["cluster"]["engine"] == "rabbitmq":
+        return gateway.build_engine(config, ReactorClock(clock), reactor, **options)
+    return EmbeddedEngine(ReactorClock(clock), **options)
 
 
 def _observe_fsync(top, seconds):

@@ -203,6 +203,71 @@ def outbox_files(value):
     return None
 
 
+AMQP_SCHEMES = {"amqp": 5672, "amqps": 5671}
+
+
+def amqp_url(url):
+    """(scheme, host, port, vhost or None) of an amqp:// or amqps:// URL (ValueError)."""
+    from urllib.parse import unquote, urlsplit
+    parts = urlsplit(url)
+    if parts.scheme not in AMQP_SCHEMES:
+        raise ValueError("the scheme must be amqp:// or amqps://")
+    if not parts.hostname:
+        raise ValueError("no host")
+    port = parts.port or AMQP_SCHEMES[parts.scheme]     # .port raises on a bad number
+    if parts.fragment or "/" in parts.path[1:]:
+        raise ValueError("only user:password@host:port/vhost?options")
+    return parts.scheme, parts.hostname, port, unquote(parts.path[1:]) if parts.path else None
+
+
+def amqp_urls(value):
+    """The cluster's nodes: a list of amqp(s)://user:password@host:port/vhost URLs."""
+    if not isinstance(value, list) or not all(isinstance(u, str) and u for u in value):
+        return "must be a list of amqp:// or amqps:// URLs"
+    for url in value:
+        try:
+            amqp_url(url)
+        except ValueError as exc:
+            return f"{without_password(url)!r} is not an AMQP URL ({exc})"
+    return None
+
+
+def passwords_hidden(value):
+    """A list of URLs as an error message shows it."""
+    return [without_password(u) if isinstance(u, str) else u for u in value] \
+        if isinstance(value, list) else value
+
+
+def without_password(url):
+    """A URL as a message may show it: the password replaced by ***."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
+
+
+def amqp_name(pattern, what):
+    """A name RabbitMQ and the fleet both read: ASCII letters, digits and `pattern`'s
+    punctuation, 1 to 64 characters (AMQP names may be 255 bytes; the gateway adds its own
+    suffixes to these)."""
+    import re
+    shape = re.compile(pattern)
+
+    def check(value):
+        if not isinstance(value, str) or not shape.fullmatch(value):
+            return f"must be {what}"
+        return None
+    return check
+
+
+def http_urls(value):
+    if not isinstance(value, list) or not all(
+            isinstance(u, str) and u.startswith(("http://", "https://")) for u in value):
+        return "must be a list of http:// or https:// URLs"
+    return None
+
+
 # -- the table ----------------------------------------------------------------------------
 
 def _dotted(instance, attribute, value):
@@ -221,6 +286,7 @@ class Setting:
     default: Any
     check: Callable[[Any], "str | None"] = attrs.field(validator=attrs.validators.is_callable())
     doc: str = attrs.field(validator=attrs.validators.min_len(1))
+    shown: Callable[[Any], Any] = lambda value: value      # what a message may print of it
 
     @property
     def section(self):
@@ -251,6 +317,7 @@ SECTIONS = {
     "security": "docs/security.md",
     "log": "",
     "durability": "durable queues: TextQueue journals under data_dir (guide.md)",
+    "cluster": "gateways over a RabbitMQ cluster (docs/cluster.md)",
 }
 
 TABLE = (
@@ -481,6 +548,30 @@ TABLE = (
             "dead-letter queue instead (0: never; at most 999)"),
     Setting("durability.dead_letter_suffix", ".dlq", string(nonempty=True),
             "the dead-letter queue of Q is Q + this (durable too)"),
+    # [cluster]
+    Setting("cluster.engine", "embedded", string("embedded", "rabbitmq"),
+            'embedded: the core in this process (durability above); "rabbitmq":\n'
+            "this process is a gateway, every queue lives in the cluster"),
+    Setting("cluster.urls", [], amqp_urls,
+            '["amqp://user:password@host:5672/vhost", ...]: the nodes, tried in\n'
+            "turn; the gateway fails over to the next when one goes",
+            shown=passwords_hidden),
+    Setting("cluster.node", "", amqp_name(r"(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})?",
+                                          "empty or 1 to 64 letters, digits, '_', '.' "
+                                          "or '-', the first a letter or digit"),
+            'this gateway\'s name, unique in the fleet ("": the host name)'),
+    Setting("cluster.vhost", "", string(),
+            '"": as each URL says; set: every URL must name this vhost or none'),
+    Setting("cluster.prefix", "mqksbridge.", amqp_name(r"[A-Za-z0-9_.:-]{1,64}",
+                                                       "1 to 64 letters, digits or _.:-"),
+            "start of every exchange and queue name the fleet makes in RabbitMQ"),
+    Setting("cluster.replicas", 3, integer(1, 255),
+            "each quorum queue's initial group size (x-quorum-initial-group-size)"),
+    Setting("cluster.prefetch", 256, integer(1, 65535),
+            "deliveries in flight per consumer that sets no credit (basic.qos)"),
+    Setting("cluster.management", [], http_urls,
+            "RabbitMQ's HTTP API, for node status (admin /cluster, `mqksbridge\n"
+            'cluster status`); []: http://HOST:15672/ of each URL\'s host'),
 )
 
 SETTINGS = {setting.key: setting for setting in TABLE}

@@ -30,6 +30,9 @@ def build(config, broker, doors, listeners, reactor, clock=None, security=None):
     metrics = Metrics(view, settings["latency_sample_every"])
     auth = AdminAuth(security, settings["token"], clock, settings["session_lifetime"],
                      settings["login_failures"], settings["login_window"])
+    if config["cluster"]["engine"] == "rabbitmq":
+        from mqksbridge.bridge.cluster.status import ClusterStatus
+        view.cluster_status = ClusterStatus(config, broker, doors, reactor)
     factory = site(view, metrics, auth)
     services = [periodic(settings["sample_interval"], sampler.sample, clock, "admin sampler",
                          phase=0.25)]

@@ -41,6 +41,17 @@ class BrokerCollector:
         uptime = GaugeMetricFamily("mqksbridge_uptime_seconds", "Seconds since start")
         uptime.add_metric([], view.clock.seconds() - view.started)
         yield uptime
+        if hasattr(broker, "confirm_seconds"):       # a gateway: RabbitMQ's publisher confirms
+            confirms = CounterMetricFamily("mqksbridge_engine_confirms",
+                                           "Publishes the cluster answered (ack or nack): "
+                                           "engine round trips", labels=[])
+            confirms.add_metric([], broker.confirms)
+            seconds = CounterMetricFamily("mqksbridge_engine_confirm_seconds",
+                                          "Their publish-to-answer times, summed (mean "
+                                          "confirm latency: the ratio of the two rates)",
+                                          labels=[])
+            seconds.add_metric([], broker.confirm_seconds)
+            yield from (confirms, seconds)
 
         door_families = {
             "connections": GaugeMetricFamily("mqksbridge_door_connections",
@@ -100,7 +111,7 @@ class BrokerCollector:
         for name, queue in list(broker.queues.items()):
             depth.add_metric([name], len(queue))
             priority.add_metric([name], queue.lengths()[0])
-            size.add_metric([name], queue.bytes)
+            size.add_metric([name], getattr(queue, "bytes", 0))   # 0 on a gateway
             unacked.add_metric([name], sum(len(c.unacked) for c in queue.consumers))
             by_door = {}
             for c in queue.consumers:

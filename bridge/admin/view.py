@@ -7,6 +7,8 @@ Lists are capped (`limit`, 1000 by default) and say how many there are in all.
 from collections import Counter
 from importlib import metadata
 
+from twisted.internet import defer
+
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 100_000
 
@@ -37,6 +39,14 @@ class AdminView:
         self.node = node
         self.interval = interval
         self.started = clock.seconds()
+        self.cluster_status = None       # bridge.cluster.status.ClusterStatus on a gateway
+
+    def cluster(self):
+        """A Deferred of /api/cluster: the RabbitMQ cluster as this gateway sees it, or
+        {"engine": "embedded"} for a broker that is its own engine."""
+        if self.cluster_status is None:
+            return defer.succeed({"engine": "embedded"})
+        return self.cluster_status.describe()
 
     # -- overview --------------------------------------------------------------------------
     def overview(self):
@@ -156,17 +166,18 @@ class AdminView:
     def queue(self, queue):
         rates = self.sampler.queue_rates.get(queue.name, {})
         by_door = Counter(c.client.door for c in queue.consumers)
-        window = queue.window
+        window = getattr(queue, "window", None)       # a gateway's queues keep nothing
+        resident = len(queue.entries) + len(queue.priority) if hasattr(queue, "entries") else 0
         return {
             "name": queue.name,
             "mode": queue.mode,
             "paused": queue.mode == "paused",
             "depth": len(queue),
             "priority_depth": queue.lengths()[0],
-            "resident": len(queue.entries) + len(queue.priority),   # stored, in memory
+            "resident": resident,                                  # stored, in memory
             "paged_out": window.paged if window is not None else 0,  # stored, on disk
             "paged_out_bytes": window.paged_bytes if window is not None else 0,
-            "bytes": queue.bytes,
+            "bytes": getattr(queue, "bytes", 0),
             "unacked": sum(len(c.unacked) for c in queue.consumers),
             "consumers": len(queue.consumers),
             "consumers_by_door": dict(by_door),

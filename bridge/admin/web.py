@@ -140,6 +140,10 @@ class AdminResource(resource.Resource):
         if kind == "overview" and not rest:
             self.only(method, "GET")
             return self.json(request, view.overview())
+        if kind == "cluster" and not rest:
+            self.only(method, "GET")
+            return self.later(request, view.cluster().addCallback(
+                lambda answer: self.json(request, answer)))
         listings = {"connections": view.connections, "queues": view.queues,
                     "streams": view.streams, "mailboxes": view.mailboxes,
                     "channels": view.channels}

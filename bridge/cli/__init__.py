@@ -3,7 +3,7 @@
     mqksbridge publish URL --event E | --queue Q | --mailbox A [BODY...]   (stdin without BODY)
     mqksbridge consume URL QUEUE [--ack] [--count N] [--json]
     mqksbridge tail URL STREAM [PATTERN]
-    mqksbridge stats | queues | connections | purge QUEUE   [--admin URL]
+    mqksbridge stats | queues | connections | purge QUEUE | cluster status   [--admin URL]
     mqksbridge user add|passwd NAME --file USERS.toml
 
 Subcommands are registered in COMMANDS (name -> (add_arguments, run)), so new ones (e.g.
@@ -196,11 +196,14 @@ COMMANDS = {
     "connections": (None, admin_command(admin.connections), "open connections (admin API)"),
     "purge": (lambda p: p.add_argument("queue"), admin_command(admin.purge),
               "drop every waiting message of a queue (admin API)"),
+    "cluster": (lambda p: p.add_argument("action", choices=["status"]),
+                admin_command(admin.cluster),
+                "a gateway's RabbitMQ cluster: nodes, gateways, queues (admin API)"),
     "user": (users.add_arguments, users.run,
              "add a user to the users file, or change a password (docs/security.md)"),
 }
 DOOR_COMMANDS = ("publish", "consume", "tail")
-ADMIN_COMMANDS = ("stats", "queues", "connections", "purge")
+ADMIN_COMMANDS = ("stats", "queues", "connections", "purge", "cluster")
 
 
 def parser():

@@ -135,3 +135,31 @@ def purge(args, out):
     if args.json:
         return print(json.dumps(data), file=out)
     print(f"purged {data['purged']} messages from {data['queue']}", file=out)
+
+
+def cluster(args, out):
+    """`cluster status`: the gateway's /api/cluster (its view of RabbitMQ, docs/cluster.md)."""
+    data = call(args.admin, "/api/cluster", timeout=args.timeout)
+    if args.json:
+        return print(json.dumps(data), file=out)
+    if data["engine"] != "rabbitmq":
+        return print(f"engine {data['engine']}: this broker is not a cluster gateway", file=out)
+    where = f"connected to {data['connected']}" if data["connected"] else \
+        f"NOT connected ({data['failure'] or 'connecting'})"
+    clients = sum(data["clients"].values())
+    print(f"gateway {data['gateway']}: {where}; {clients} clients "
+          f"({_cell(data['clients'])})", file=out)
+    if data["error"]:
+        print(f"RabbitMQ management API: {data['error']}", file=out)
+        return
+    print(f"RabbitMQ nodes (management API {data['management']}):", file=out)
+    rows = [{**n, "state": "running" if n["running"] else "DOWN",
+             "alarms": ",".join(n["alarms"]) or "-",
+             "partitions": ",".join(n["partitions"]) or "-"} for n in data["nodes"]]
+    print(table(rows, ["name", "state", "type", "uptime", "alarms", "partitions"]), file=out)
+    print("gateways:", file=out)
+    print(table(data["gateways"], ["name", "node", "channels", "state"]), file=out)
+    print(f"queues (vhost {data['vhost']}, prefix {data['prefix']}):", file=out)
+    rows = [{**q, "replicas": f"{q['online']}/{q['replicas']}"} for q in data["queues"]]
+    print(table(rows, ["name", "type", "leader", "replicas", "messages", "unacked",
+                       "consumers"]), file=out)

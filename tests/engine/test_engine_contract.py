@@ -1,5 +1,9 @@
-"""The engine contract: confirmations and lifecycle events, for every engine in
-tests/engine/conftest.py's ENGINES (the delivery rules: test_engine_delivery.py)."""
+"""The engine contract: confirmations, lifecycle events and credit, for every engine in
+tests/engine/conftest.py's ENGINES (the delivery rules: test_engine_delivery.py).
+
+Each test runs on the reactor: an engine that answers in the call (`at_once`) is held to
+answering in the call; a networked one is waited for, bounded, with `settle`."""
+import pytest_twisted
 from zope.interface.verify import verifyObject
 
 from mqksbridge.bridge.engine import Client, Consumer, IEngine, Message
@@ -18,48 +22,72 @@ def fired(deferred):
     return result
 
 
-def test_the_engine_provides_the_interface(under_test):
-    assert verifyObject(IEngine, under_test.engine)
+@pytest_twisted.ensureDeferred
+async def test_the_engine_provides_the_interface(started):
+    assert verifyObject(IEngine, started.engine)
 
 
-def test_a_confirmation_on_a_durable_queue_waits_for_the_disk(under_test):
-    engine = under_test.engine
-    confirmed = fired(engine.publish(under_test.durable_prefix + "jobs", message(1),
-                                     confirm=True))
+@pytest_twisted.ensureDeferred
+async def test_a_confirmation_on_a_durable_queue_waits_for_the_disk(started):
+    name = started.durable_prefix + "jobs"
+    confirmed = fired(started.engine.publish(name, message(1), confirm=True))
     assert confirmed == []
-    under_test.commit()
+    await started.committed()
     assert confirmed == [True]
-    again = under_test.restart()           # confirmed means there after a crash
-    assert len(again.engine.queues[under_test.durable_prefix + "jobs"]) == 1
+    again = await started.restarted()          # confirmed means there after a crash
+    jobs = again.engine.queue(name)
+    await again.settle(lambda: len(jobs) == 1, "the confirmed message, after the restart")
+    assert len(jobs) == 1
 
 
-def test_a_confirmation_on_a_plain_queue_is_at_once(under_test):
-    assert fired(under_test.engine.publish("plain", message(1), confirm=True)) == [True]
+@pytest_twisted.ensureDeferred
+async def test_a_confirmation_on_a_plain_queue_is_at_once_where_the_engine_answers_at_once(
+        started):
+    confirmed = fired(started.engine.publish("plain", message(1), confirm=True))
+    if not started.at_once:
+        assert confirmed == []
+        await started.committed()
+    assert confirmed == [True]
 
 
-def test_confirmations_fire_in_publish_order(under_test):
+@pytest_twisted.ensureDeferred
+async def test_confirmations_fire_in_publish_order(started):
     """A plain publish after a durable one is not confirmed before it."""
-    engine, durable = under_test.engine, under_test.durable_prefix + "jobs"
+    engine, durable = started.engine, started.durable_prefix + "jobs"
     order = []
     for n, name in enumerate((durable, "plain", durable, "plain")):
         engine.publish(name, message(n), confirm=True).addCallback(
             lambda ok, n=n: order.append((n, ok)))
     assert order == []
-    under_test.commit()
+    await started.committed()
     assert order == [(0, True), (1, True), (2, True), (3, True)]
-    assert fired(engine.publish("plain", message(9), confirm=True)) == [True]
+    last = fired(engine.publish("plain", message(9), confirm=True))
+    if not started.at_once:
+        await started.committed()
+    assert last == [True]
 
 
-def test_a_refused_publish_is_confirmed_false_at_once(under_test):
-    engine = under_test.engine
-    engine.queue("small", max_messages=1)
+@pytest_twisted.ensureDeferred
+async def test_a_refused_publish_is_confirmed_false(started):
+    """At once where the engine knows at once; after the engine's verdict otherwise
+    (RabbitMQ nacks a publish to a full queue that rejects publishes)."""
+    engine = started.engine
+    small = engine.queue("small", max_messages=1)
     assert engine.publish("small", message(1)) is True
-    assert fired(engine.publish("small", message(2), confirm=True)) == [False]
-    assert engine.publish("small", message(3)) is False
+    await started.settle(lambda: len(small) == 1, "the first message stored")
+    refused = fired(engine.publish("small", message(2), confirm=True))
+    if started.at_once:
+        assert refused == [False]
+        assert engine.publish("small", message(3)) is False
+    else:
+        await started.committed()
+        assert refused == [False]
+    await started.settle(lambda: len(small) == 1, "the queue holding the first only")
 
 
-def test_lifecycle_events(under_test):
-    engine = under_test.engine
+@pytest_twisted.ensureDeferred
+async def test_lifecycle_events(started):
+    engine = started.engine
     seen = []
 
     def listener(event, **data):
@@ -93,17 +121,54 @@ def test_lifecycle_events(under_test):
     ]
 
 
-def test_a_consumer_with_credit_takes_no_more_than_it_was_given(under_test):
-    engine = under_test.engine
+@pytest_twisted.ensureDeferred
+async def test_a_consumer_with_credit_takes_no_more_than_it_was_given(started):
+    engine = started.engine
     got = []
     consumer = Consumer("c", Client("c1", "test"), lambda c, entry: got.append(entry),
                         manual_ack=True, credit=1)
-    engine.consume(engine.queue("jobs"), consumer)
+    jobs = engine.queue("jobs")
+    engine.consume(jobs, consumer)
     for n in range(3):
         engine.publish("jobs", message(n))
-    assert [e.message.id for e in got] == ["m0"]
+
+    def ids():
+        return [e.message.id for e in got]
+    # two stored, one handed over: a state nothing moves out of while credit is spent
+    await started.settle(lambda: ids() == ["m0"] and len(jobs) == 2, "m0 handed, two stored")
     engine.credit(consumer, 2)
-    assert [e.message.id for e in got] == ["m0", "m1", "m2"]
+    await started.settle(lambda: ids() == ["m0", "m1", "m2"], "m1 and m2 handed")
+    assert ids() == ["m0", "m1", "m2"]
+    assert [e.retry for e in got] == [0, 0, 0]
     assert engine.settle(consumer, "m0") and not engine.settle(consumer, "m0")
     assert engine.requeue(consumer, "m1") and engine.settle(consumer, "m2", False)
-    assert len(engine.queues["jobs"]) == 1      # m1, back; no credit left to take it
+    # m1, back; no credit left to take it
+    await started.settle(lambda: len(jobs) == 1, "m1 stored again")
+    assert ids() == ["m0", "m1", "m2"]
+    engine.credit(consumer, 1)
+    await started.settle(lambda: len(got) == 4, "m1 handed again")
+    assert (got[3].message.id, got[3].retry) == ("m1", 1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_credit_is_not_a_window_an_ack_gives_no_more(started):
+    """Credit counts deliveries, not deliveries held: settling one lets no more through
+    (an AMQP prefetch window would: a burst after an ack would bring one too many)."""
+    engine = started.engine
+    got = []
+    consumer = Consumer("c", Client("c1", "test"), lambda c, entry: got.append(entry.message.id),
+                        manual_ack=True, credit=3)
+    jobs = engine.queue("jobs")
+    engine.consume(jobs, consumer)
+    engine.publish("jobs", message(0))
+    await started.settle(lambda: got == ["m0"], "m0 handed")
+    assert engine.settle(consumer, "m0")
+    await started.settle(lambda: True, "the ack taken")
+    for n in (1, 2, 3, 4):
+        engine.publish("jobs", message(n))
+    await started.settle(lambda: got == ["m0", "m1", "m2"] and len(jobs) == 2,
+                         "m1 and m2 handed, m3 and m4 stored")
+    assert got == ["m0", "m1", "m2"]
+    assert engine.settle(consumer, "m1")
+    await started.settle(lambda: len(jobs) == 2, "m3 and m4 still stored")
+    assert got == ["m0", "m1", "m2"]

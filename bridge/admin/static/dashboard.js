@@ -229,13 +229,40 @@ function connectionRow(c) {
     el("td", {class: "n"}, bytes(c.bytes_in)), el("td", {class: "n"}, bytes(c.bytes_out)));
 }
 
+// -- the cluster (a gateway's /api/cluster; hidden on the embedded engine) --------------------
+function showCluster(c) {
+  const section = document.getElementById("cluster-section");
+  section.hidden = c.engine !== "rabbitmq";
+  if (section.hidden) return;
+  const clients = Object.values(c.clients).reduce((a, b) => a + b, 0);
+  document.getElementById("cluster-meta").textContent =
+    `gateway ${c.gateway} · ` + (c.connected ? `connected to ${c.connected}` :
+      `NOT connected: ${c.failure || "connecting"}`) + ` · ${num(clients)} clients here` +
+    (c.error ? ` · management API: ${c.error}` : "");
+  fillTable("cluster-nodes", c.nodes.map(n => el("tr", {"data-node": n.name},
+    el("td", {}, n.name), el("td", {class: n.running ? "" : "down"}, n.running ? "running" : "down"),
+    el("td", {class: "n"}, duration(n.uptime)), el("td", {class: "n"}, bytes(n.memory)),
+    el("td", {}, n.alarms.join(", ") || "–"))), "no answer from RabbitMQ");
+  fillTable("cluster-gateways", c.gateways.map(g => el("tr", {"data-gateway": g.name},
+    el("td", {}, g.name), el("td", {}, g.node || "–"), el("td", {class: "n"}, num(g.channels)),
+    el("td", {class: "n"}, g.name === c.gateway ? num(clients) : "–"))),
+    "no gateway seen by RabbitMQ");
+  fillTable("cluster-queues", c.queues.map(q => el("tr", {"data-queue": q.name},
+    el("td", {}, q.name), el("td", {}, q.type), el("td", {}, q.leader || "–"),
+    el("td", {class: "n replicas" + (q.online < q.replicas ? " down" : "")},
+       `${q.online}/${q.replicas}`),
+    el("td", {class: "n"}, num(q.messages)), el("td", {class: "n"}, num(q.unacked)),
+    el("td", {class: "n"}, num(q.consumers)))), "no queues in RabbitMQ");
+}
+
 // -- the loop --------------------------------------------------------------------------------
 async function refresh() {
   const status = document.getElementById("status");
   try {
-    const [overview, queues, connections] = await Promise.all([
+    const [overview, queues, connections, cluster] = await Promise.all([
       getJSON("/api/overview"), getJSON("/api/queues?limit=200"),
-      getJSON("/api/connections?limit=200")]);
+      getJSON("/api/connections?limit=200"), getJSON("/api/cluster")]);
+    showCluster(cluster);
     document.getElementById("meta").textContent =
       `v${overview.version} · ${overview.node} · up ${duration(overview.uptime)} · ` +
       `${num(overview.totals.messages_queued)} queued · ${num(overview.rates.messages_in)} in/s · ` +

@@ -1,0 +1,350 @@
+"""RabbitMQEngine: IEngine over a RabbitMQ cluster (docs/engine.md, docs/cluster.md).
+
+The gateway keeps the model doors read (clients, channels, streams, lifecycle events) in
+this process, as the embedded engine does, and puts every queue in the cluster: a
+RemoteQueue (bridge.engine.rabbitmq.queue) per quorum queue. Publishing goes through one
+channel in confirm mode; every publish takes the next number of the storage barrier
+(core.storage), and the barrier moves past a number once RabbitMQ confirmed it and every
+earlier one, so confirmations come out in publish order whatever order RabbitMQ acks in,
+and a door's batched barrier works unchanged. A publish RabbitMQ refuses (nack: a full
+queue that rejects publishes; an unroutable return; a connection lost before the ack) is
+confirmed False.
+"""
+import pika.exceptions
+from twisted.internet import defer
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from mqksbridge.bridge.engine.interface import IEngine
+from mqksbridge.bridge.engine.rabbitmq import envelope, topology
+from mqksbridge.bridge.engine.rabbitmq.connection import Connection
+from mqksbridge.bridge.engine.rabbitmq.queue import RemoteQueue
+from mqksbridge.bridge.engine.rabbitmq.stream import RemoteStream
+from mqksbridge.core.broker import Broker
+
+log = Logger(namespace="mqksbridge.cluster")
+
+
+@implementer(IEngine)
+class RabbitMQEngine(Broker):
+    """The core broker's model in this gateway, its queues in RabbitMQ.
+
+    `urls`: the cluster's nodes (amqp://user:pass@host:port/vhost), tried in turn; `node`:
+    this gateway's name; `prefix`: the fleet's names in RabbitMQ (topology.Names);
+    `replicas`: each quorum queue's initial group size; `prefetch`: the window of a
+    consumer without credit. `ready()` fires once connected."""
+
+    def __init__(self, clock, urls, *, node="gateway", prefix="mqksbridge.", replicas=3,
+                 prefetch=256, reactor=None, **broker_options):
+        super().__init__(clock, **broker_options)
+        if reactor is None:
+            from twisted.internet import reactor
+        self._Queue = RemoteQueue
+        self.node, self.replicas, self.prefetch = node, replicas, prefetch
+        self.names = topology.Names(prefix)
+        self.reactor = reactor
+        self.connection = Connection(reactor, urls, self._opened, self._lost,
+                                     name=f"mqksbridge {node}")
+        self._publisher = None         # the confirm-mode channel
+        self._declarer = None          # the channel declares and counts go on
+        self._sent = {}                # AMQP publish number -> barrier number, on the channel
+        self._pending = {}             # barrier number -> None (waiting) or verdict
+        self._refused = set()          # barrier numbers RabbitMQ refused
+        self._ready = []
+        self._binds = {}               # queue name -> [(stream, subject, True)] until declared
+        self._settling = {}            # stream name -> Deferreds of binds in flight
+        self.confirms = 0              # publishes RabbitMQ answered (/metrics)
+        self.confirm_seconds = 0.0     # their publish-to-answer times, summed
+        self.connection.start()
+
+    # -- connection -----------------------------------------------------------------------
+    def ready(self):
+        """A Deferred fired once the engine can publish (at once if it can)."""
+        if self._publisher is not None:
+            return defer.succeed(self)
+        waiting = defer.Deferred()
+        self._ready.append(waiting)
+        return waiting
+
+    @defer.inlineCallbacks
+    def _opened(self, protocol):
+        publisher = yield protocol.channel()
+        yield publisher.confirm_delivery()
+        self._declarer = yield protocol.channel()
+        self._publisher = publisher
+        for stream in list(self.streams.values()):
+            self._declare_stream(stream)
+        for queue in list(self.queues.values()):
+            self._declare(queue)
+        for stream in list(self.streams.values()):
+            for name, subjects in stream.bindings.items():
+                self.bind(stream, name, sorted(subjects), ())
+        for queue in list(self.queues.values()):
+            for subscription in queue.subscriptions.values():
+                subscription.reopen()
+        ready, self._ready = self._ready, []
+        for waiting in ready:
+            waiting.callback(self)
+
+    def _lost(self, reason):
+        """What was in flight is unknown: unconfirmed publishes are confirmed False,
+        deliveries are forgotten (RabbitMQ hands them out again)."""
+        self._publisher = self._declarer = None
+        for number in sorted(n for n, verdict in self._pending.items() if verdict is None):
+            self._confirmed(number, False)
+        for queue in self.queues.values():
+            queue.declared = defer.Deferred()
+            for consumer in queue.consumers:
+                if consumer.manual_ack:
+                    queue.outstanding -= len(consumer.unacked)
+                consumer.unacked = {}
+
+    def unconfirmed(self):
+        """How many publishes wait for RabbitMQ's verdict."""
+        return self.storage.appended - self.storage.durable
+
+    def open_channel(self):
+        protocol = self.connection.protocol
+        if protocol is None:
+            return defer.fail(ConnectionError("not connected to the cluster"))
+        return protocol.channel()
+
+    def stop(self):
+        """Close the connection; a Deferred fired once closed."""
+        return self.connection.stop()
+
+    # -- declaring ------------------------------------------------------------------------
+    def queue(self, name, create=True, **options):
+        queue = self.queues.get(name)
+        if queue is None and create:
+            queue = super().queue(name, create, **options)
+            target = topology.dead_letter_target(name, queue.options)
+            if target is not None:
+                self.queue(target)
+            if self._declarer is not None:
+                self._declare(queue)
+            for stream, subject, _ in self._binds.pop(name, ()):
+                if subject in stream.bound_subjects(name):
+                    self.bind(stream, name, [subject], [])
+        return queue
+
+    def stream(self, name, create=True):
+        stream = self.streams.get(name)
+        if stream is None and create:
+            stream = self.streams[name] = RemoteStream(name, self.queues, self)
+            if self._declarer is not None:
+                self._declare_stream(stream)
+        return stream
+
+    def _declare_stream(self, stream):
+        self._track(stream, self._declarer.exchange_declare(
+            stream.exchange, exchange_type="direct", durable=True))
+
+    def _track(self, stream, operation):
+        """A declare or bind of `stream` in flight: its publishes wait for it (a publish
+        right after a bind reaches the newly bound queue, as in the core)."""
+        flight = self._settling.setdefault(stream.name, [])
+        flight.append(operation)
+
+        def done(result):
+            flight.remove(operation)
+            if not flight:
+                self._settling.pop(stream.name, None)
+            return None
+        operation.addBoth(done)
+
+    def bind(self, stream, queue_name, added, removed):
+        """Bind (and unbind) a queue to subjects of a stream in RabbitMQ, once both exist
+        there (a binding may name a queue before it is declared: MQKS rebind)."""
+        queue = self.queues.get(queue_name)
+        changes = [(subject, True) for subject in added] + [(s, False) for s in removed]
+        if queue is None:            # bound before it is declared; a gone one lost its own
+            self._binds.setdefault(queue_name, []).extend(
+                (stream, subject, True) for subject in added)
+            return
+        if self._declarer is None:   # bound again from stream.bindings once connected
+            return
+        for subject, on in changes:
+            operation = queue.when_declared().addCallback(self._bind_now, stream, subject, on)
+            self._track(stream, operation)
+
+    def _bind_now(self, queue, stream, subject, on):
+        if queue is None or self._declarer is None:
+            return None
+        verb = self._declarer.queue_bind if on else self._declarer.queue_unbind
+        return verb(queue.amqp_name, stream.exchange, routing_key=subject).addErrback(
+            lambda f: log.failure("binding {queue} to {stream}", f, queue=queue.name,
+                                  stream=stream.name))
+
+    def publish_to_stream(self, stream, message):
+        """One copy of `message` to the stream's exchange, through the barrier like every
+        publish (RabbitMQ drops it if no queue of any gateway is bound: not a refusal)."""
+        if self._publisher is None:
+            self.counters["refused"] += 1
+            return False
+        number = self.storage.append()
+        self._pending[number] = None
+        properties, body = envelope.encode(message, self.clock.now())
+        flight = self._settling.get(stream.name)
+        if flight:
+            defer.DeferredList(list(flight)).addCallback(
+                lambda _: self._send_to(stream.exchange, message.subject, number,
+                                        properties, body, False))
+        else:
+            self._send_to(stream.exchange, message.subject, number, properties, body, False)
+        return True
+
+    def arguments_of(self, queue):
+        return topology.queue_arguments(self.names, queue.name,
+                                        dict(queue.options, mode=queue.mode),
+                                        self.replicas, queue.attrs)
+
+    @defer.inlineCallbacks
+    def _declare(self, queue):
+        """Declare the queue on a channel of its own (RabbitMQ closes a channel whose
+        declare it refuses). A queue another gateway declared first with other options
+        (406 PRECONDITION_FAILED) is taken as the cluster has it: its options stay the
+        first declarer's, and this gateway publishes to it and consumes from it."""
+        declared = queue.declared
+        protocol = self.connection.protocol
+        ok = None
+        try:
+            channel = yield protocol.channel()
+            try:
+                yield channel.queue_declare(queue.amqp_name, durable=True,
+                                            arguments=self.arguments_of(queue))
+                ok = queue
+            except pika.exceptions.ChannelClosedByBroker as refused:
+                if refused.reply_code != 406:
+                    raise
+                log.warn("{queue} exists in the cluster with other options ({why}): "
+                         "kept as it is", queue=queue.name, why=refused.reply_text)
+                channel = yield protocol.channel()
+                yield channel.queue_declare(queue.amqp_name, passive=True)
+                ok = queue
+            if channel.is_open:
+                channel.close()
+        except Exception:
+            log.failure("declaring {queue} on the cluster", queue=queue.name)
+        if not declared.called:
+            declared.callback(ok)        # None: its publishes are refused
+
+    def delete_queue(self, name):
+        queue = self.queues.get(name)
+        deleted = super().delete_queue(name)
+        if deleted and self._declarer is not None:
+            self._declarer.queue_delete(queue.amqp_name).addErrback(
+                lambda f: log.failure("deleting {queue}", f, queue=name))
+        return deleted
+
+    def purge(self, queue):
+        if self._declarer is not None:
+            self._declarer.queue_purge(queue.amqp_name)
+
+    @defer.inlineCallbacks
+    def refresh(self):
+        """Ask RabbitMQ how many ready messages each queue holds (their `len`)."""
+        for queue in list(self.queues.values()):
+            if self._declarer is None or not queue.declared.called or queue.deleted:
+                continue
+            frame = yield self._declarer.queue_declare(queue.amqp_name, passive=True)
+            queue.count = frame.method.message_count
+
+    def busy(self):
+        """Whether a publish waits for its confirm or a consumer's basic.consume or
+        cancel is in flight."""
+        return bool(self.unconfirmed()) or bool(self._settling) or any(
+            s.busy for q in self.queues.values() for s in q.subscriptions.values())
+
+    @defer.inlineCallbacks
+    def barrier(self):
+        """Once nothing is busy: the lengths read again, then a round trip on every
+        consumer's channel, so that what RabbitMQ counted as handed out has arrived."""
+        yield self.refresh()
+        for queue in list(self.queues.values()):
+            for subscription in list(queue.subscriptions.values()):
+                yield subscription.round_trip()
+
+    def tick(self, now=None):
+        super().tick(now)
+        if self._declarer is not None:
+            self.refresh().addErrback(lambda f: log.failure("counting queues", f))
+
+    # -- publishing -----------------------------------------------------------------------
+    def publish(self, queue, message, publisher=None, observer=None, confirm=False):
+        """IEngine.publish: the confirmation is RabbitMQ's publisher confirm (a quorum
+        queue confirms once a majority of its replicas has the message on disk)."""
+        if isinstance(queue, str):
+            queue = self.queue(queue)
+        if queue.refusal(message) is not None or self._publisher is None:
+            queue.dropped += 1
+            self.counters["refused"] += 1
+            return defer.succeed(False) if confirm else False
+        queue.received += 1
+        number = self.storage.append()
+        self._pending[number] = None
+        properties, body = envelope.encode(message, self.clock.now())
+        queue.declared.addCallback(self._send, number, properties, body)
+        if not confirm:
+            return True
+        confirmed = defer.Deferred()
+        self.storage.when_stored(number, lambda: confirmed.callback(
+            number not in self._refused))
+        return confirmed
+
+    def _send(self, queue, number, properties, body):
+        if queue is None:
+            self._confirmed(number, False)
+        else:
+            self._send_to("", queue.amqp_name, number, properties, body, True)
+        return queue
+
+    def _send_to(self, exchange, key, number, properties, body, mandatory):
+        """basic.publish, its confirm (or a lost channel's failure) the verdict of
+        `number`; `mandatory`: a message no queue takes is refused."""
+        channel = self._publisher
+        if channel is None:
+            self._confirmed(number, False)
+            return
+        sent = self.reactor.seconds()
+        acked = channel.basic_publish(exchange, key, body, properties, mandatory=mandatory)
+        acked.addCallbacks(self._answered, self._answered, (number, True, sent), None,
+                           (number, False, sent))
+
+    def _answered(self, _, number, ok, sent):
+        self.confirms += 1
+        self.confirm_seconds += self.reactor.seconds() - sent
+        self._confirmed(number, ok)
+
+    def _confirmed(self, number, ok):
+        """RabbitMQ's verdict on publish `number`; the barrier moves past every number
+        up to the first still waiting."""
+        if number not in self._pending:
+            return
+        self._pending[number] = ok
+        if not ok:
+            self._refused.add(number)
+            self.counters["refused"] += 1
+        passed = self.storage.durable
+        while self._pending.get(passed + 1) is not None:
+            passed += 1
+            del self._pending[passed]
+        if passed > self.storage.durable:
+            self.storage.stored(passed)
+            self._refused = {n for n in self._refused if n > passed}
+
+    # -- the verbs the embedded engine adds to the core's ------------------------------------
+    def consume(self, queue, consumer):
+        return self.add_consumer(queue, consumer)
+
+    def credit(self, consumer, n):
+        consumer.add_credit(n)
+
+    def settle(self, consumer, message_id, positive=True, reason=None):
+        return consumer.ack(message_id, positive, reason)
+
+    def requeue(self, consumer, message_id):
+        return consumer.reject(message_id)
+
+    def cancel(self, consumer):
+        self.remove_consumer(consumer)
