@@ -158,6 +158,9 @@ class RabbitMQEngine(Broker):
         there (a binding may name a queue before it is declared: MQKS rebind)."""
         queue = self.queues.get(queue_name)
         changes = [(subject, True) for subject in added] + [(s, False) for s in removed]
+        if self._declarer is not None and queue is None:   # perhaps another gateway's
+            for subject, on in changes:
+                self._track(stream, self._bind_by_name(queue_name, stream, subject, on))
         if queue is None:            # bound before it is declared; a gone one lost its own
             self._binds.setdefault(queue_name, []).extend(
                 (stream, subject, True) for subject in added)
@@ -175,6 +178,24 @@ class RabbitMQEngine(Broker):
         return verb(queue.amqp_name, stream.exchange, routing_key=subject).addErrback(
             lambda f: log.failure("binding {queue} to {stream}", f, queue=queue.name,
                                   stream=stream.name))
+
+    @defer.inlineCallbacks
+    def _bind_by_name(self, queue_name, stream, subject, on):
+        """(Un)bind a queue this gateway has not declared, which another gateway may have:
+        on a channel of its own, once the stream's exchange is declared (RabbitMQ closes the
+        channel with 404 when no gateway has the queue yet: the binding then waits for this
+        gateway to declare it, as in the core, where it routes once the queue exists)."""
+        yield defer.DeferredList(list(self._settling.get(stream.name, ())))
+        try:
+            channel = yield self.open_channel()
+            verb = channel.queue_bind if on else channel.queue_unbind
+            yield verb(self.names.queue(queue_name), stream.exchange, routing_key=subject)
+            channel.close()
+        except pika.exceptions.ChannelClosedByBroker as refused:
+            if refused.reply_code != 404:
+                log.failure("binding {queue} to {stream}", queue=queue_name, stream=stream.name)
+        except Exception:
+            log.failure("binding {queue} to {stream}", queue=queue_name, stream=stream.name)
 
     def publish_to_stream(self, stream, message):
         """One copy of `message` to the stream's exchange, through the barrier like every
