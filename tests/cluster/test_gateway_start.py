@@ -40,8 +40,8 @@ def test_a_gateway_listens_only_once_it_reaches_the_cluster(tmp_path):
                                      "--count", "1"], stdout=subprocess.PIPE, text=True)
         sent = subprocess.run([CLI, "publish", f"twino://127.0.0.1:{twino}", "--queue", "jobs",
                                "hello cluster"], capture_output=True, text=True, timeout=60)
-        assert sent.returncode == 0, sent.stderr
-        assert consumer.communicate(timeout=60)[0].strip() == "hello cluster"
+        assert sent.returncode == 0, sent.stderr + gateway.log()
+        assert consumer.communicate(timeout=60)[0].strip() == "hello cluster", gateway.log()
         queues = cluster.ctl(1, "list_queues", "-p", cluster.vhost, "name", "type",
                              "--formatter", "json")
         assert {"name": "mqksbridge.q.jobs", "type": "quorum"} in json.loads(queues)
