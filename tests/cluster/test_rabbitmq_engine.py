@@ -169,3 +169,61 @@ async def test_a_stream_routes_across_gateways_and_from_a_plain_amqp_client(rabb
                 await engine._declarer.exchange_delete(engine.names.stream("events"))
                 break
         await defer.gatherResults([a.stop(), b.stop()])
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_message_past_its_expiry_is_never_handed_out(rabbitmq_node):
+    """RabbitMQ drops an expired message (AMQP expiration, from the core's expires_at)."""
+    clock = task.Clock()
+    clock.advance(1_000)
+    engine = RabbitMQEngine(ReactorClock(clock), rabbitmq_node.urls(), node="gw1",
+                            prefix=f"expiry-{uuid.uuid4().hex[:8]}.", replicas=1,
+                            reactor=reactor)
+    await engine.ready().addTimeout(TIMEOUT, reactor)
+    try:
+        jobs = engine.queue("jobs")
+        assert await engine.publish(jobs, Message("gone", "s", (b"x",), expires_at=999.0),
+                                    confirm=True)
+        assert await engine.publish(jobs, Message("kept", "s", (b"x",), expires_at=2_000.0),
+                                    confirm=True)
+        got = []
+        engine.consume(jobs, Consumer("w", Client("c1", "test"),
+                                      lambda c, entry: got.append(entry.message.id)))
+        await until(lambda: got, TIMEOUT, "a delivery")
+        await idle(engine)
+        assert got == ["kept"]
+    finally:
+        if engine._declarer is not None:
+            await engine._declarer.queue_delete(engine.names.queue("jobs"))
+        await engine.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_queue_another_gateway_declared_with_other_options_is_used_as_it_is(
+        rabbitmq_node):
+    """Gateway A declares `jobs` with a length limit; gateway B, not knowing it, declares
+    it plain: RabbitMQ refuses B's declare (other arguments), B takes the queue as the
+    cluster has it, and its publishes reach A's consumer."""
+    prefix = f"redeclare-{uuid.uuid4().hex[:8]}."
+    a, b = (RabbitMQEngine(ReactorClock(task.Clock()), rabbitmq_node.urls(), node=node,
+                           prefix=prefix, replicas=1, reactor=reactor) for node in "ab")
+    await defer.gatherResults([a.ready(), b.ready()]).addTimeout(TIMEOUT, reactor)
+    try:
+        a.queue("jobs", max_messages=10)
+        await idle(a)
+        jobs = b.queue("jobs")
+        verdicts = await defer.gatherResults([
+            b.publish(jobs, Message(f"m{n}", "s", (b"x",)), confirm=True) for n in range(2)])
+        assert verdicts == [True, True]
+        other = b.queue("other")                       # B's declares go on as before
+        assert await b.publish(other, Message("o", "s", (b"x",)), confirm=True) is True
+        got = []
+        a.consume(a.queues["jobs"], Consumer("w", Client("c1", "test"),
+                                             lambda c, entry: got.append(entry.message.id)))
+        await until(lambda: len(got) == 2, TIMEOUT, "B's messages at A", detail=lambda: got)
+        assert got == ["m0", "m1"]
+    finally:
+        if a._declarer is not None:
+            for name in ("jobs", "other"):
+                await a._declarer.queue_delete(a.names.queue(name))
+        await defer.gatherResults([a.stop(), b.stop()])

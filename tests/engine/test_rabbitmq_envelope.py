@@ -8,8 +8,8 @@ from mqksbridge.bridge.engine import Message
 from mqksbridge.bridge.engine.rabbitmq import envelope, topology
 
 text = st.text(st.characters(exclude_categories=("Cs",)), max_size=300)
-headers = st.one_of(st.none(), st.lists(st.tuples(text.filter(bool), text), min_size=1,
-                                        max_size=4))
+names = st.one_of(text.filter(bool), text.map(lambda t: envelope.PREFIX + t))
+headers = st.one_of(st.none(), st.dictionaries(names, text, min_size=1, max_size=4))
 messages = st.builds(
     Message, text.filter(bool), text, st.lists(st.binary(max_size=40), min_size=1,
                                                max_size=3).map(tuple),
@@ -30,9 +30,9 @@ def same(a, b):
                             "tracker", "priority", "expires_at", "created_at"))
 
 
-@given(messages, st.integers(0, 5))
-def test_a_message_survives_the_trip_through_amqp(message, retry):
-    properties, body = envelope.encode(message)
+@given(messages, st.integers(0, 5), st.one_of(st.none(), st.floats(0, 2e9)))
+def test_a_message_survives_the_trip_through_amqp(message, retry, now):
+    properties, body = envelope.encode(message, now)
     if retry:
         properties.headers = dict(properties.headers or {}, **{"x-delivery-count": retry})
     back, count = envelope.decode(on_the_wire(properties), body, Message)
@@ -41,7 +41,7 @@ def test_a_message_survives_the_trip_through_amqp(message, retry):
 
 
 def test_a_plain_client_reads_the_envelope_in_amqp_properties():
-    message = Message("m1", "orders.new", (b"a", b"bc"), [("Kind", "x")], "alice", "mqks",
+    message = Message("m1", "orders.new", (b"a", b"bc"), {"Kind": "x"}, "alice", "mqks",
                       "t-1", True, None, 1_700_000_000.5)
     properties, body = envelope.encode(message)
     assert (properties.message_id, properties.type, properties.reply_to, properties.app_id,
@@ -49,6 +49,12 @@ def test_a_plain_client_reads_the_envelope_in_amqp_properties():
         "m1", "orders.new", "alice", "mqks", "t-1", 1, 1_700_000_000)
     assert properties.headers["Kind"] == "x" and body == b"abc"
     assert properties.delivery_mode == 2
+
+
+def test_an_expiry_is_what_is_left_of_it_in_milliseconds():
+    message = Message("m1", "s", (b"x",), expires_at=1_000.25)
+    assert envelope.encode(message, 990.0)[0].expiration == "10250"
+    assert envelope.encode(message, 2_000.0)[0].expiration == "0"     # late: at once
 
 
 @given(st.fixed_dictionaries({}, optional={

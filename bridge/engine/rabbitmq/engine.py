@@ -10,6 +10,7 @@ and a door's batched barrier works unchanged. A publish RabbitMQ refuses (nack: 
 queue that rejects publishes; an unroutable return; a connection lost before the ack) is
 confirmed False.
 """
+import pika.exceptions
 from twisted.internet import defer
 from twisted.logger import Logger
 from zope.interface import implementer
@@ -183,7 +184,7 @@ class RabbitMQEngine(Broker):
             return False
         number = self.storage.append()
         self._pending[number] = None
-        properties, body = envelope.encode(message)
+        properties, body = envelope.encode(message, self.clock.now())
         flight = self._settling.get(stream.name)
         if flight:
             defer.DeferredList(list(flight)).addCallback(
@@ -198,25 +199,35 @@ class RabbitMQEngine(Broker):
                                         dict(queue.options, mode=queue.mode),
                                         self.replicas, queue.attrs)
 
+    @defer.inlineCallbacks
     def _declare(self, queue):
+        """Declare the queue on a channel of its own (RabbitMQ closes a channel whose
+        declare it refuses). A queue another gateway declared first with other options
+        (406 PRECONDITION_FAILED) is taken as the cluster has it: its options stay the
+        first declarer's, and this gateway publishes to it and consumes from it."""
         declared = queue.declared
-        done = self._declarer.queue_declare(queue.amqp_name, durable=True,
-                                            arguments=self.arguments_of(queue))
-
-        def fire(_):
-            if not declared.called:
-                declared.callback(queue)
-        done.addCallbacks(fire, self._declare_failed, errbackArgs=(queue,))
-
-    def _declare_failed(self, failure, queue):
-        """RabbitMQ refused the declare (and closed the channel): publishes waiting for
-        it are refused; a new channel takes the next declares."""
-        log.failure("declaring {queue} on the cluster", failure, queue=queue.name)
-        if not queue.declared.called:
-            queue.declared.callback(None)
         protocol = self.connection.protocol
-        if protocol is not None:
-            protocol.channel().addCallback(lambda channel: setattr(self, "_declarer", channel))
+        ok = None
+        try:
+            channel = yield protocol.channel()
+            try:
+                yield channel.queue_declare(queue.amqp_name, durable=True,
+                                            arguments=self.arguments_of(queue))
+                ok = queue
+            except pika.exceptions.ChannelClosedByBroker as refused:
+                if refused.reply_code != 406:
+                    raise
+                log.warn("{queue} exists in the cluster with other options ({why}): "
+                         "kept as it is", queue=queue.name, why=refused.reply_text)
+                channel = yield protocol.channel()
+                yield channel.queue_declare(queue.amqp_name, passive=True)
+                ok = queue
+            if channel.is_open:
+                channel.close()
+        except Exception:
+            log.failure("declaring {queue} on the cluster", queue=queue.name)
+        if not declared.called:
+            declared.callback(ok)        # None: its publishes are refused
 
     def delete_queue(self, name):
         queue = self.queues.get(name)
@@ -272,7 +283,7 @@ class RabbitMQEngine(Broker):
         queue.received += 1
         number = self.storage.append()
         self._pending[number] = None
-        properties, body = envelope.encode(message)
+        properties, body = envelope.encode(message, self.clock.now())
         queue.declared.addCallback(self._send, number, properties, body)
         if not confirm:
             return True

@@ -10,13 +10,15 @@ it without knowing mqksbridge:
     correlation_id  Message.tracker
     priority        1 for the priority lane, else unset
     timestamp       Message.created_at, whole seconds
-    headers         Message.headers as a table (name: value)
+    expiration      what is left of Message.expires_at, in milliseconds (RabbitMQ drops
+                    the message then, as the core's expiry does)
+    headers         Message.headers (a dict) as a table
     body            the frames joined
 
 What a property cannot carry exactly goes in a header of our own (`x-mqksbridge-...`):
 a value longer than a short string's 255 bytes, several frames (their lengths), headers
-a table would lose (a repeated name, or one of our own names), the exact creation time,
-and the absolute expiry. The retry count is RabbitMQ's: a quorum queue counts each
+whose names are ours (`x-mqksbridge-...`), the exact creation time, and the absolute
+expiry. The retry count is RabbitMQ's: a quorum queue counts each
 hand-back in `x-delivery-count` (absent on a first delivery).
 """
 from pika import BasicProperties
@@ -29,8 +31,9 @@ _FIELDS = (("id", "message_id"), ("subject", "type"), ("origin", "app_id"),
            ("sender", "reply_to"), ("tracker", "correlation_id"))
 
 
-def encode(message):
-    """(BasicProperties, body) for a core Message."""
+def encode(message, now=None):
+    """(BasicProperties, body) for a core Message; `now` (the engine's clock) turns its
+    absolute expiry into AMQP's relative one."""
     ours = {}
     props = {}
     for field, prop in _FIELDS:
@@ -46,16 +49,18 @@ def encode(message):
         ours[PREFIX + "frames"] = [len(f) for f in frames]
     table = {}
     if message.headers:
-        names = [name for name, _ in message.headers]
-        if len(set(names)) == len(names) and not any(n.startswith(PREFIX) for n in names):
-            table = dict(message.headers)
+        if any(name.startswith(PREFIX) for name in message.headers):
+            ours[PREFIX + "headers"] = [[name, value]
+                                        for name, value in message.headers.items()]
         else:
-            ours[PREFIX + "headers"] = [[name, value] for name, value in message.headers]
+            table = dict(message.headers)
     if message.created_at:
         props["timestamp"] = int(message.created_at)
         ours[PREFIX + "created-at"] = repr(float(message.created_at))
     if message.expires_at is not None:
         ours[PREFIX + "expires-at"] = repr(float(message.expires_at))
+        if now is not None:
+            props["expiration"] = str(max(0, int((message.expires_at - now) * 1000)))
     if message.priority:
         props["priority"] = 1
     table.update(ours)
@@ -86,9 +91,9 @@ def decode(properties, body, make, routing_key=""):
         frames = tuple(frames)
     listed = ours.pop("headers", None)
     if listed is not None:
-        headers = [(_text(name), _text(value)) for name, value in listed]
+        headers = {_text(name): _text(value) for name, value in listed}
     else:
-        headers = [(name, _text(value)) for name, value in table.items()] or None
+        headers = {name: _text(value) for name, value in table.items()} or None
     created = ours.pop("created-at", None)
     created_at = float(created) if created is not None else float(properties.timestamp or 0)
     expires = ours.pop("expires-at", None)
