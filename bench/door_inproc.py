@@ -167,9 +167,10 @@ def malamute(n, kind):
     return len(batches) * BATCH / seconds
 
 
-def malamute_wire(n, workers, size=len(BODY)):
-    """Service requests through the whole door as bytes: ZMTP decode, session, queue,
-    DELIVER encode and the outbox (bench.malamute_service_bench does the same over TCP)."""
+def malamute_wire(n, workers, size=len(BODY), kind="service"):
+    """Service requests (or stream or mailbox messages, `kind`) through the whole door as
+    bytes: ZMTP decode, session, core, DELIVER encode and the outbox (bench.outside does
+    the same over TCP)."""
     from mqksbridge.bridge.malamute.door import MalamuteDoor
     from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
     from mqksbridge.bridge.outbox import FlushScheduler
@@ -189,10 +190,21 @@ def malamute_wire(n, workers, size=len(BODY)):
         turns.run()
         return conn
 
-    crew = [peer(codec.ConnectionOpen(f"worker-{k}"), codec.ServiceOffer("svc", ".*"))
-            for k in range(workers)]
-    client = peer(codec.ConnectionOpen("client"))
-    one = message(codec.encode(codec.ServiceSend("svc", "req", "", 0, (b"x" * size,))))
+    body = b"x" * size
+    if kind == "stream":                 # bench.malamute_load's reader and writer
+        crew = [peer(codec.ConnectionOpen(f"worker-{k}"), codec.StreamRead("bench", "temp."))
+                for k in range(workers)]
+        client = peer(codec.ConnectionOpen("client"), codec.StreamWrite("bench"))
+        one = message(codec.encode(codec.StreamSend("temp.moscow", (body,))))
+    elif kind == "mailbox":
+        crew = [peer(codec.ConnectionOpen("worker-0"))]
+        client = peer(codec.ConnectionOpen("client"))
+        one = message(codec.encode(codec.MailboxSend("worker-0", "subj", "", 0, (body,))))
+    else:
+        crew = [peer(codec.ConnectionOpen(f"worker-{k}"), codec.ServiceOffer("svc", ".*"))
+                for k in range(workers)]
+        client = peer(codec.ConnectionOpen("client"))
+        one = message(codec.encode(codec.ServiceSend("svc", "req", "", 0, (body,))))
     per_chunk = max(1, 65536 // len(one))
     chunks = [one * per_chunk for _ in range(0, n, per_chunk)]
     before = sum(w.transport.written for w in crew)
@@ -269,6 +281,8 @@ CASES = {
     "malamute-service-wire-1": lambda n: malamute_wire(n, 1),
     "malamute-service-wire-4": lambda n: malamute_wire(n, 4),
     "malamute-service-wire-4k": lambda n: malamute_wire(n, 1, 4096),
+    "malamute-stream-wire": lambda n: malamute_wire(n, 1, kind="stream"),
+    "malamute-mailbox-wire": lambda n: malamute_wire(n, 1, kind="mailbox"),
     "malamute-stream": lambda n: malamute(n, "stream"),
     "malamute-stream-mixed": lambda n: malamute(n, "stream-mixed"),
     "malamute-mailbox": lambda n: malamute(n, "mailbox"),
