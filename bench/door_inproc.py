@@ -132,6 +132,18 @@ class FakeRouter:
     def attach_client(self, rid, client):
         pass
 
+    def link(self, rid):
+        """A peer's connection (ZmtpConnection's send and offer)."""
+        router = self
+
+        class Link:
+            def send(self, frames):
+                return router.send(rid, frames)
+
+            def offer(self, frames):
+                return router.send(rid, frames)
+        return Link()
+
 
 def malamute(n, kind):
     from mqksbridge.bridge.malamute.door import MalamuteDoor

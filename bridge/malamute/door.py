@@ -47,7 +47,7 @@ class MalamuteDoor:
                  credit=True, max_subscriptions=1000, max_pattern=255,
                  max_subject=zrex.MAX_SUBJECT, handshake_timeout=10.0):
         self.broker = broker
-        self.transport = None            # the ZmtpRouter: send/busy/attach_client
+        self.transport = None            # the ZmtpRouter: send/link/attach_client
         self.peers = {}                  # routing id -> Peer (open sessions only)
         self.owners = {}                 # mailbox address -> Peer
         self.counters = Counter()
@@ -265,6 +265,7 @@ class MalamuteDoor:
         self.broker.connect(client)
         peer = self.peers[rid] = Peer(self, rid, session, client, address, self.generation)
         peer.traffic = self.transport.attach_client(rid, client) or peer.traffic
+        peer.link = self.transport.link(rid) or peer.link
         self.counters["opened"] += 1
         if address:
             old = self.owners.get(address)
