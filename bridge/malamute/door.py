@@ -344,7 +344,8 @@ class MalamuteDoor:
                 break
             i += 1
             try:
-                publish(message(RAW_STREAM, new_id(), sender, subject, "", tuple(frames[1:]),
+                publish(message(RAW_STREAM, new_id(), sender, subject, "",
+                                (frames[1],) if len(frames) == 2 else tuple(frames[1:]),
                                 raw, None, now), client)
             except Exception as exc:
                 self._run_failed(peer, frames, exc)
@@ -373,7 +374,8 @@ class MalamuteDoor:
             i += 1
             try:
                 if mail(message(RAW_MAILBOX, new_id(), sender, subject, tracker,
-                                tuple(frames[1:]), raw, expires_at, now),
+                                (frames[1],) if len(frames) == 2 else tuple(frames[1:]),
+                                raw, expires_at, now),
                         peer.client) == DROPPED:
                     self.counters["mailbox_dropped"] += 1
                     self.losses["mail over the limit of mailbox", address] += 1

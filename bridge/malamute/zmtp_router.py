@@ -23,6 +23,7 @@ import itertools
 import os
 
 from twisted.internet import protocol
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.logger import Logger
 
 from mqksbridge.bridge.guard import each
@@ -87,6 +88,9 @@ class ZmtpConnection(protocol.Protocol):
         self.failing = None              # a violation's reason, refused once kept is served
 
     def connectionMade(self):
+        if isinstance(self.transport.getHost(), (IPv4Address, IPv6Address)) and hasattr(
+                self.transport, "setTcpNoDelay"):
+            self.transport.setTcpNoDelay(True)   # as libzmq: a turn's write goes at once
         self.input = Input(self.transport, self._carry_on)
         kind = SealingOutbox if isinstance(self.zmtp, CurveConnection) else Outbox
         self.outbox = kind(self.transport, self.router.scheduler, self.gate, input=self.input)
@@ -129,7 +133,9 @@ class ZmtpConnection(protocol.Protocol):
     def offer(self, frames):
         """`send` for droppable traffic (stream copies): None, and nothing queued, while
         the peer is `busy`."""
-        return None if self.busy() else self.send(frames)
+        if self.outbox.transport_paused and self.busy():
+            return None
+        return self.send(frames)
 
     def goodbye(self):
         """Malamute has no goodbye command: pending output goes out, then the close."""
