@@ -230,6 +230,45 @@ def malamute_wire(n, workers, size=len(BODY), kind="service"):
     return count / seconds
 
 
+def malamute_hops(n):
+    """A mailbox round trip's hops (bench.outside's malamute-rtt): one message per read and a
+    turn each, through the whole door as bytes: its work per hop, reactor and syscalls aside."""
+    from mqksbridge.bridge.malamute.door import MalamuteDoor
+    from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
+    from mqksbridge.bridge.outbox import FlushScheduler
+    from mqksbridge.core import FakeClock
+    from mqksbridge.protocols.malamute import codec
+    from mqksbridge.protocols.zmtp.codec import GREETING, message, ready
+
+    turns = Turns()
+    door = MalamuteDoor(engine(FakeClock()))
+    router = door.transport = ZmtpRouter(FlushScheduler(turns), door.received_all, door.lost)
+    peers = []
+    for name in ("a", "b"):
+        conn = router.buildProtocol(None)
+        conn.makeConnection(FakeTransport())
+        conn.dataReceived(GREETING + ready("DEALER"))
+        conn.dataReceived(message(codec.encode(codec.ConnectionOpen(name))))
+        peers.append(conn)
+    turns.run()
+    (a, b), body = peers, (b"x",)
+    ping = message(codec.encode(codec.MailboxSend("b", "ping", "", 0, body)))
+    pong = message(codec.encode(codec.MailboxSend("a", "pong", "", 0, body)))
+    before = a.transport.written
+    b.dataReceived(pong)                 # one delivery to a, to know its size
+    turns.run()
+    one, before = a.transport.written - before, a.transport.written
+    start = time.process_time()
+    for _ in range(n // 2):
+        a.dataReceived(ping)
+        turns.run()
+        b.dataReceived(pong)
+        turns.run()
+    seconds = time.process_time() - start
+    assert a.transport.written - before == n // 2 * one > 0
+    return n // 2 * 2 / seconds
+
+
 def twino(n, broadcast):
     """A producer pushing to (jobs, 1) and a member acking every message (push), or four
     members that do not ack (broadcast)."""
@@ -295,6 +334,7 @@ CASES = {
     "malamute-service-wire-4k": lambda n: malamute_wire(n, 1, 4096),
     "malamute-stream-wire": lambda n: malamute_wire(n, 1, kind="stream"),
     "malamute-mailbox-wire": lambda n: malamute_wire(n, 1, kind="mailbox"),
+    "malamute-mailbox-hops": malamute_hops,
     "malamute-stream": lambda n: malamute(n, "stream"),
     "malamute-stream-mixed": lambda n: malamute(n, "stream-mixed"),
     "malamute-mailbox": lambda n: malamute(n, "mailbox"),
