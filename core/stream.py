@@ -19,6 +19,10 @@ texts by one lookup, prefixes and suffixes by one lookup per distinct length, an
 distinct contained text by one substring test (a stream whose readers all share one
 matcher, the usual case, just calls it). A message reaches its readers in the order they
 registered, whatever matched them.
+
+Which readers a subject reaches is remembered per subject (a bounded memo, emptied
+whenever a reader comes or goes), so the subjects a stream sees over and over cost one
+dict lookup, not a match: a matcher's answer must depend on the subject alone.
 """
 from itertools import chain
 from operator import attrgetter
@@ -95,6 +99,8 @@ class Stream:
         self.routed = ()               # queue names bound to every subject, in order
         # subject -> tuple of live Queues; many one-off subjects only cost misses
         self._routes, self._remember_route = bounded(100_000)
+        # subject -> the readers it reaches, in order (match_readers), until readers change
+        self._matched, self._remember_match = bounded(10_000)
         self._rr = 0
         self.published = 0
         self.unrouted = 0
@@ -173,12 +179,16 @@ class Stream:
                                                      self._seq, group)
         group.readers[reader] = None
         group.snapshot = None
+        self._matched.clear()
         self._by_client.setdefault(client, []).append(reader)
         return reader
 
     def remove_readers(self, client):
         """Unsubscribe every reader of `client`: O(its readers)."""
-        for reader in self._by_client.pop(client, ()):
+        readers = self._by_client.pop(client, ())
+        if readers:
+            self._matched.clear()
+        for reader in readers:
             del self._readers[client, reader.key]
             group = reader.group
             del group.readers[reader]
@@ -266,19 +276,9 @@ class Stream:
         if self.routed:
             delivered += self._route(message, publisher)
         if self._readers:                    # inline: this is every stream message's path
-            subject = message.subject
-            only = self._only
-            if only is not None:             # one pattern (one reader, or all alike)
-                readers = (only.snapshot or only.freeze()) if only.search(subject) else ()
-            else:
-                found = self._literal_groups(subject) if self._literals else []
-                for group in self._searched.values():
-                    if group.search(subject):
-                        found.append(group)
-                if len(found) == 1:
-                    readers = found[0].snapshot or found[0].freeze()
-                else:                        # registration order across groups
-                    readers = sorted(chain.from_iterable(g.readers for g in found), key=_SEQ)
+            readers = self._matched.get(message.subject)
+            if readers is None:
+                readers = self.match_readers(message.subject)
             if readers:
                 name = self.name
                 for reader in readers:
@@ -288,6 +288,25 @@ class Stream:
         if not delivered:
             self.unrouted += 1
         return delivered
+
+    def match_readers(self, subject):
+        """The readers `subject` reaches, in registration order, as a tuple: a delivery may
+        end a reader's session, which must not change what a message is iterating over.
+        Remembered for the next message with this subject (publish looks there first)."""
+        only = self._only
+        if only is not None:                 # one pattern (one reader, or all alike)
+            readers = (only.snapshot or only.freeze()) if only.search(subject) else ()
+        else:
+            found = self._literal_groups(subject) if self._literals else []
+            for group in self._searched.values():
+                if group.search(subject):
+                    found.append(group)
+            if len(found) == 1:
+                readers = found[0].snapshot or found[0].freeze()
+            else:                            # registration order across groups
+                readers = tuple(sorted(chain.from_iterable(g.readers for g in found),
+                                       key=_SEQ))
+        return self._remember_match(subject, readers)
 
     def _resolve(self, subject):
         names = self.exact.get(subject, ())
