@@ -101,7 +101,7 @@ def _deliver_run(consumer, messages):
 
 _message = convert.message
 _messages = convert.messages
-_EVENT = itemgetter(2)
+_EVENT = _CONSUMER = itemgetter(2)           # in a publish's parts, in an ack's
 
 
 class MqksDoor:
@@ -243,9 +243,19 @@ class MqksDoor:
             self._route_run(_messages(list(publishes), subject, event, client.id, now), client)
 
     def ack_run(self, conn, run):
-        """ack_plain for each of a read's run of plain acks (their request parts)."""
-        for _, _, cid, msg_id in run:
-            self.ack_plain(cid, msg_id, conn)
+        """ack_plain for each of a read's run of plain acks (their request parts): the
+        consumer looked up once per stretch of acks to it (an ack removes no consumer)."""
+        foreign = self._foreign
+        for cid, acks in groupby(run, _CONSUMER):
+            consumer = self._consumer(conn, cid)
+            if consumer is None:
+                continue
+            ack = consumer.ack
+            for _, _, _, msg_id in acks:
+                if msg_id == b"--all":
+                    consumer.ack_all()
+                elif not ack(to_name(msg_id)):
+                    foreign(ack, msg_id)
 
     def consume(self, conn, cid, data, confirm):
         queue_raw, replace, add, when_unused, manual_ack = parse_consume(data)

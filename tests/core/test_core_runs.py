@@ -1,8 +1,8 @@
 """Property: a run of messages of one subject published as one (Stream.publish_run,
 Queue.put_run, the round-robin run shortcut and a consumer's deliver_run) ends exactly as
-publishing them one by one with Stream.publish: who got which message, in which order,
-with which retry count, and what every queue, consumer, stream and flow counter says after
-each step. Bindings, readers, modes, limits, pauses, credit, manual acks and consumers
+publishing them one by one with Stream.publish: which client got which message, in which
+order, with which retry count, and what every queue, consumer, stream and flow counter says
+after each step. Bindings, readers, modes, limits, pauses, credit, manual acks and consumers
 that take runs, refuse long ones or take none are drawn at random."""
 import re
 
@@ -39,22 +39,23 @@ class World:
         self.publisher = Client("pub", "t")
         self.publisher.input = _Input()
         self.consumers = []
-        self.log = []
+        self.log = []                     # what the publisher hears
+        self.got = {client: [] for client in self.clients}     # what each client gets
         self.n = 0
 
     def deliver(self, consumer, entry):
-        self.log.append(("deliver", consumer.id, entry.message.id, entry.retry,
-                         entry.deliveries))
+        self.got[consumer.client].append((consumer.id, entry.message.id, entry.retry,
+                                          entry.deliveries))
 
     def deliver_run(self, consumer, messages):
         """Takes a run whole; a consumer tagged "short" refuses runs of more than two."""
         if consumer.tag == "short" and len(messages) > 2:
             return False
-        self.log.extend(("deliver", consumer.id, m.id, 0, 1) for m in messages)
+        self.got[consumer.client].extend((consumer.id, m.id, 0, 1) for m in messages)
         return True
 
     def read(self, stream, message):
-        self.log.append(("read", message.id))
+        self.got[self.clients[0]].append(("read", message.id))
 
     def state(self):
         queues = []
@@ -66,7 +67,7 @@ class World:
                              [e.deliveries for _, e in sorted(c.unacked.items())])
                             for c in q.consumers]))
         s = self.stream
-        return (queues, s.published, s.unrouted, s.refused,
+        return (queues, [self.got[c] for c in self.clients], s.published, s.unrouted, s.refused,
                 s.refused_by.name if s.refused_by is not None else None,
                 self.broker.flow.holds, sorted(q.name for q in self.publisher.held))
 
@@ -167,12 +168,19 @@ def run(w, operation):
             c.reject(mid) if args[1] == "reject" else c.ack(mid)
 
 
+# Starting points: queues bound to one subject, consumed by one client or by both.
+SETUPS = ([], [("bind", 0, 1), ("bind", 1, 1), ("join", 0, 0, False, None, "runs"),
+               ("join", 1, 1, True, None, "runs")],
+          [("bind", 0, 3), ("bind", 1, 1), ("bind", 2, 1), ("join", 0, 0, False, None, "runs"),
+           ("join", 1, 1, False, None, "short"), ("join", 2, 0, False, None, "runs")])
+
+
 @settings(max_examples=600, deadline=None)
-@given(flow_limit=st.sampled_from([None, None, 2]),
+@given(flow_limit=st.sampled_from([None, None, 2]), setup=st.sampled_from(SETUPS),
        operations=st.lists(OPERATION, min_size=10, max_size=60))
-def test_publish_run_is_publish_one_by_one(flow_limit, operations):
+def test_publish_run_is_publish_one_by_one(flow_limit, setup, operations):
     fast, plain = World(True, flow_limit), World(False, flow_limit)
-    for step, operation in enumerate(operations):
+    for step, operation in enumerate(setup + operations):
         for world in (fast, plain):
             run(world, operation)
         assert fast.log == plain.log, (step, operation)
@@ -190,4 +198,17 @@ def test_a_run_is_handed_over_whole():
                  deliver_run=lambda c, ms: calls.append(len(ms)) or True)
     w.broker.add_consumer(queue, c)
     w.stream.publish_run([Message(str(i), "a", (b"x",)) for i in range(5)], w.publisher)
-    assert calls == [5] and queue.delivered == c.delivered == 5 and w.log == []
+    assert calls == [5] and queue.delivered == c.delivered == 5
+
+
+def test_a_fan_out_run_goes_queue_by_queue():
+    """Two queues, a client each: each consumer gets the run in one call."""
+    w = World(True, None)
+    calls = []
+    for k in range(2):
+        w.stream.set_bindings(f"q{k}", ["a"])
+        w.broker.add_consumer(w.broker.queue(f"q{k}"), Consumer(
+            f"c{k}", w.clients[k], w.deliver,
+            deliver_run=lambda c, ms: calls.append((c.id, len(ms))) or True))
+    w.stream.publish_run([Message(str(i), "a", (b"x",)) for i in range(5)], w.publisher)
+    assert calls == [("c0", 5), ("c1", 5)]
