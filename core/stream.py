@@ -302,6 +302,11 @@ class Stream:
             self.unrouted += 1
         return delivered
 
+    def _resolve(self, subject):
+        names = self.exact.get(subject, ())
+        queues = self._queues
+        return self._remember_route(subject, tuple(queues[n] for n in names if n in queues))
+
     def publish_run(self, messages, publisher=None):
         """publish() for each of `messages`, which share one subject, in order; returns how
         many copies were handed on. With only exact bindings (no readers, no router
@@ -342,11 +347,6 @@ class Stream:
                 self.unrouted += 1
             delivered += copies
         return delivered
-
-    def _resolve(self, subject):
-        names = self.exact.get(subject, ())
-        queues = self._queues
-        return self._remember_route(subject, tuple(queues[n] for n in names if n in queues))
 
     def _route(self, message, publisher):
         """Router bindings: all of them, or round-robin / only-first (Twino route methods)."""
