@@ -4,9 +4,9 @@ The door supplies `deliver(consumer, entry)`, which must not raise. Readiness is
 door's backpressure signal: while `client.paused` is true (its transport is over the
 high-water mark) or credit is exhausted, the queue keeps the message for someone else
 or for later. A door may also supply `deliver_run(consumer, messages)`: a run of first
-deliveries at once (core.queues.round_robin.direct_run); it returns how many it took, all
-or none (none: the queue hands them over one by one). `filter` (anything with `search(subject)`) restricts which subjects this
-consumer takes (Malamute service offers).
+deliveries at once (core.queues.round_robin.direct_run), true when it took them all, false
+when it took none (the queue then hands them over one by one). `filter` (anything with
+`search(subject)`) restricts which subjects this consumer takes (Malamute service offers).
 """
 
 
@@ -50,6 +50,23 @@ class Consumer:
         if self.queue is not None:
             self.queue.settled(self, entry, positive)
         return True
+
+    def ack_run(self, message_ids):
+        """ack() for each of `message_ids`, in order (a door's run of acks); returns the ids
+        this consumer does not hold. Tests hold it equal to ack() one by one."""
+        unacked = self.unacked
+        missing = []
+        for message_id in message_ids:
+            entry = unacked.pop(message_id, None)
+            if entry is None:
+                missing.append(message_id)
+                continue
+            if entry.observer is not None:
+                entry.notify("ack", self, None, None)
+            queue = self.queue
+            if queue is not None:
+                queue.settled(self, entry, True)
+        return missing
 
     def ack_all(self):
         for message_id in list(self.unacked):

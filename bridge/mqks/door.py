@@ -226,8 +226,8 @@ class MqksDoor:
     def publish_run(self, conn, run, now):
         """publish_plain for each of a read's run of plain publishes (their request parts):
         each stretch of one event made into Messages in one pass and routed as one
-        (Stream.publish_run). With users (every publish checked), or for an event not
-        seen yet (checked and remembered by the first), one by one."""
+        (Stream.publish_run). With users (every publish checked) one by one; an event not
+        seen yet is checked and remembered by its first publish, which goes alone."""
         publish = self.publish_plain
         if self.broker.guarded:
             for req_id, _, event, body in run:
@@ -235,23 +235,37 @@ class MqksDoor:
             return
         subjects, client = self._subjects, conn.client
         for event, publishes in groupby(run, _EVENT):
+            publishes = list(publishes)
             subject = subjects.get(event)
-            if subject is None:
-                for req_id, _, event, body in publishes:
-                    publish(conn, req_id, event, body, now)
-                continue
-            self._route_run(_messages(list(publishes), subject, event, client.id, now), client)
+            if subject is None:              # the first checks the event and remembers it
+                req_id, _, _, body = publishes.pop(0)
+                publish(conn, req_id, event, body, now)
+                subject = subjects.get(event)
+                if subject is None:          # refused: each is answered
+                    for req_id, _, _, body in publishes:
+                        publish(conn, req_id, event, body, now)
+                    continue
+                if not publishes:
+                    continue
+            self._route_run(_messages(publishes, subject, event, client.id, now), client)
 
     def ack_run(self, conn, run):
         """ack_plain for each of a read's run of plain acks (their request parts): the
-        consumer looked up once per stretch of acks to it (an ack removes no consumer)."""
+        consumer looked up once per stretch of acks to it (an ack removes no consumer), and
+        a stretch of plain ids acked as one (Consumer.ack_run: an unknown id without `%`
+        is ignored either way); `--all` and ids that may be a foreign message's go one by
+        one, in order."""
         foreign = self._foreign
         for cid, acks in groupby(run, _CONSUMER):
             consumer = self._consumer(conn, cid)
             if consumer is None:
                 continue
+            ids = [parts[3] for parts in acks]
+            if b"%" not in b" ".join(ids) and b"--all" not in ids:
+                consumer.ack_run([msg_id.decode("utf-8", "surrogateescape") for msg_id in ids])
+                continue
             ack = consumer.ack
-            for _, _, _, msg_id in acks:
+            for msg_id in ids:
                 if msg_id == b"--all":
                     consumer.ack_all()
                 elif not ack(to_name(msg_id)):

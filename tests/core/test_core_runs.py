@@ -1,6 +1,7 @@
 """Property: a run of messages of one subject published as one (Stream.publish_run,
 Queue.put_run, the round-robin run shortcut and a consumer's deliver_run) ends exactly as
-publishing them one by one with Stream.publish: which client got which message, in which
+publishing them one by one with Stream.publish, and a run of acks (Consumer.ack_run) as
+acking them one by one: which client got which message, in which
 order, with which retry count, and what every queue, consumer, stream and flow counter says
 after each step. Bindings, readers, modes, limits, pauses, credit, manual acks and consumers
 that take runs, refuse long ones or take none are drawn at random."""
@@ -80,7 +81,7 @@ CHOICES = {
     "leave": (range(8),),
     "pause": (range(CLIENTS),),
     "credit": (range(8), range(1, 4)),
-    "settle": (range(8), ("ack", "reject", "ack_all"), range(8)),
+    "settle": (range(8), ("ack", "reject", "ack_all", "ack_run"), range(8)),
     "reshape": (range(len(QUEUES)), (("max_messages", 2), ("max_messages", None),
                                      ("mode", PUSH_ALL), ("mode", ROUND_ROBIN),
                                      ("wait_for_ack", True), ("wait_for_ack", False))),
@@ -163,6 +164,12 @@ def run(w, operation):
             c.add_credit(args[1])
         elif args[1] == "ack_all":
             c.ack_all()
+        elif args[1] == "ack_run":           # a door's run of acks, an unknown id among them
+            ids = sorted(c.unacked)[:args[2] % 4 + 1] + ["unknown"]
+            if w.runs:
+                w.log.append(("missing", c.ack_run(ids)))
+            else:
+                w.log.append(("missing", [i for i in ids if not c.ack(i)]))
         elif c.unacked:
             mid = sorted(c.unacked)[args[2] % len(c.unacked)]
             c.reject(mid) if args[1] == "reject" else c.ack(mid)

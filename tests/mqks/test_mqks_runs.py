@@ -86,7 +86,7 @@ LINES = st.one_of(
         lambda t: ("ack", t)),
     st.sampled_from([
         b"c1 consume q1 e1 e2 --manual-ack", b"c2 consume q2 e1", b"c3 consume q1 e1",
-        b"c2 consume q3 e3 e4", b"a ack c1 --all", b"a ack c9 m1", b"p ping x",
+        b"c2 consume q3 e3 e4", b"a ack c1 --all", b"a ack c9 m1", b"a ack c1 m%25", b"p ping x",
         b"m publish --confirm e1 confirmed", b"x publish e1", b"d delete_consumer c3",
         b"r rebind q2 --add e2", b"m publish e2 trailing ", b"m\tpublish e1 tab",
         b"j reject c1 --all"]).map(lambda line: ("line", line)))
