@@ -13,6 +13,7 @@ from itertools import groupby
 from operator import itemgetter
 
 from twisted.internet import interfaces, protocol
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -480,6 +481,11 @@ class MqksConnection(protocol.Protocol):
         return error(None, eid)
 
     def connectionMade(self):
+        if isinstance(self.transport.getHost(), (IPv4Address, IPv6Address)) and hasattr(
+                self.transport, "setTcpNoDelay"):
+            # the outbox writes once per turn; a lone delivery must not wait for the
+            # client's delayed ACK (Nagle: tens of ms at a low rate)
+            self.transport.setTcpNoDelay(True)
         peer = self.transport.getPeer()
         address = f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}"
         suffix = "".join(random.choices(string.ascii_letters + string.digits, k=4))
