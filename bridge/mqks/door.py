@@ -263,7 +263,7 @@ class MqksDoor:
                 continue
             ids = [parts[3] for parts in acks]
             if b"%" not in b" ".join(ids) and b"--all" not in ids:
-                consumer.ack_run([msg_id.decode("utf-8", "surrogateescape") for msg_id in ids])
+                consumer.ack_run(list(map(to_name, ids)))
                 continue
             ack = consumer.ack
             for msg_id in ids:
