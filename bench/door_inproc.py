@@ -88,17 +88,23 @@ def engine(clock):
     return Engine(clock)
 
 
-def mqks(n, manual):
+def mqks(n, manual, queues=1):
+    """One publisher, a consumer on each of `queues` queues bound to its event (each on
+    its own connection); rates are per event published."""
     from mqksbridge.bridge.mqks.door import MqksConnection, MqksDoor
     from mqksbridge.bridge.outbox import FlushScheduler
     from mqksbridge.core import FakeClock
 
     turns = Turns()
     door = MqksDoor(engine(FakeClock()), FlushScheduler(turns))
-    consumer, publisher = MqksConnection(door), MqksConnection(door)
-    consumer.makeConnection(FakeTransport())
+    consumers = [MqksConnection(door) for _ in range(queues)]
+    publisher = MqksConnection(door)
+    for k, conn in enumerate(consumers):
+        conn.makeConnection(FakeTransport())
+        conn.dataReceived(b"c%d consume q%d ev%s\n" % (k + 1, k, b" --manual-ack" if manual
+                                                     else b""))
+    consumer = consumers[0]
     publisher.makeConnection(FakeTransport())
-    consumer.dataReceived(b"c1 consume q ev%s\n" % (b" --manual-ack" if manual else b""))
     turns.run()
     chunks = [b"".join(b"m%d publish ev %s\n" % (i, BODY) for i in range(k, k + BATCH))
               for k in range(0, n, BATCH)]
@@ -328,6 +334,7 @@ def twino(n, broadcast):
 CASES = {
     "mqks-publish": lambda n: mqks(n, False),
     "mqks-manual-ack": lambda n: mqks(n, True),
+    "mqks-fanout-x10": lambda n: mqks(n, False, 10),
     "malamute-service": lambda n: malamute(n, "service"),
     "malamute-service-wire-1": lambda n: malamute_wire(n, 1),
     "malamute-service-wire-4": lambda n: malamute_wire(n, 4),

@@ -78,6 +78,19 @@ def _group_key(matcher):
     return ("matcher", id(matcher)), None          # the group holds the matcher alive
 
 
+def _apart(queues):
+    """Whether none of `queues` may refuse a put and no client consumes from two of them."""
+    seen = set()
+    for queue in queues:
+        if queue.limited:
+            return False
+        clients = {c.client for c in queue.consumers}
+        if not seen.isdisjoint(clients):
+            return False
+        seen |= clients
+    return True
+
+
 class Stream:
     def __init__(self, name, queues, route=DISTRIBUTE):
         self.name = name
@@ -312,6 +325,47 @@ class Stream:
         names = self.exact.get(subject, ())
         queues = self._queues
         return self._remember_route(subject, tuple(queues[n] for n in names if n in queues))
+
+    def publish_run(self, messages, publisher=None):
+        """publish() for each of `messages`, which share one subject, in order; returns how
+        many copies were handed on. With only exact bindings (no readers, no router
+        bindings) the route is looked up once, and a run bound to one queue is put as one
+        (Queue.put_run), as is a run bound to several queues that cannot refuse and share no
+        consuming client: what one queue does then cannot change what another does, so
+        queue by queue ends as message by message. Tests hold it equal to publish() one
+        by one."""
+        if self.routed or self._readers:
+            publish = self.publish
+            return sum([publish(message, publisher) for message in messages])
+        n = len(messages)
+        self.published += n
+        subject = messages[0].subject
+        targets = self._routes.get(subject)
+        if targets is None:
+            targets = self._resolve(subject)
+        if len(targets) == 1:
+            queue = targets[0]
+            delivered = queue.put_run(messages, publisher)
+            if delivered < n:
+                self.refused += n - delivered
+                self.refused_by = queue
+                self.unrouted += n - delivered
+            return delivered
+        if targets and _apart(targets):
+            return sum([queue.put_run(messages, publisher) for queue in targets])
+        delivered = 0
+        for message in messages:
+            copies = 0
+            for queue in targets:
+                if queue.put_routed(message, None, publisher):
+                    copies += 1
+                else:
+                    self.refused += 1
+                    self.refused_by = queue
+            if not copies:
+                self.unrouted += 1
+            delivered += copies
+        return delivered
 
     def _route(self, message, publisher):
         """Router bindings: all of them, or round-robin / only-first (Twino route methods)."""
