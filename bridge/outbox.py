@@ -37,6 +37,7 @@ A failure while making or handing over one connection's output (a converter bug 
 connection is closed (`lose`, by default the transport's loseConnection) and every other
 connection on the turn's list is still flushed.
 """
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IPushProducer
 from twisted.logger import Logger
 from zope.interface import implementer
@@ -72,6 +73,15 @@ class FlushScheduler:
                     outbox.flush()
                 except Exception:
                     outbox.failed()
+
+
+def no_delay(transport):
+    """Turn Nagle off on a TCP connection. The outbox writes once per reactor turn; with
+    Nagle on, a lone delivery at a low rate waits for the peer's delayed ACK (tens of ms).
+    libzmq does the same on its TCP sockets."""
+    if isinstance(transport.getHost(), (IPv4Address, IPv6Address)) and hasattr(
+            transport, "setTcpNoDelay"):
+        transport.setTcpNoDelay(True)
 
 
 def write_now(transport, data):

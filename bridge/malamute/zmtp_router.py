@@ -23,14 +23,13 @@ import itertools
 import os
 
 from twisted.internet import protocol
-from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.logger import Logger
 
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.listeners import Refused
 from mqksbridge.bridge.logs import Repeats
-from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.bridge.outbox import Outbox, no_delay
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.protocols.zmtp import codec
 from mqksbridge.protocols.zmtp.codec import (Connection, PeerError, Ping, PlainHello, Ready,
@@ -88,9 +87,7 @@ class ZmtpConnection(protocol.Protocol):
         self.failing = None              # a violation's reason, refused once kept is served
 
     def connectionMade(self):
-        if isinstance(self.transport.getHost(), (IPv4Address, IPv6Address)) and hasattr(
-                self.transport, "setTcpNoDelay"):
-            self.transport.setTcpNoDelay(True)   # as libzmq: a turn's write goes at once
+        no_delay(self.transport)
         self.input = Input(self.transport, self._carry_on)
         kind = SealingOutbox if isinstance(self.zmtp, CurveConnection) else Outbox
         self.outbox = kind(self.transport, self.router.scheduler, self.gate, input=self.input)

@@ -13,7 +13,6 @@ from itertools import groupby
 from operator import itemgetter
 
 from twisted.internet import interfaces, protocol
-from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -26,7 +25,7 @@ from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.names import to_name, to_wire
 from mqksbridge.bridge.listeners import LIMIT, DoorFactory, ListenerService
 from mqksbridge.bridge.logs import Repeats, door_repeats
-from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.bridge.outbox import Outbox, no_delay
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.protocols.mqks.errors import MqksProtocolError, Reason
 from mqksbridge.protocols.mqks.framing import LineFramer
@@ -481,11 +480,7 @@ class MqksConnection(protocol.Protocol):
         return error(None, eid)
 
     def connectionMade(self):
-        if isinstance(self.transport.getHost(), (IPv4Address, IPv6Address)) and hasattr(
-                self.transport, "setTcpNoDelay"):
-            # the outbox writes once per turn; a lone delivery must not wait for the
-            # client's delayed ACK (Nagle: tens of ms at a low rate)
-            self.transport.setTcpNoDelay(True)
+        no_delay(self.transport)
         peer = self.transport.getPeer()
         address = f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}"
         suffix = "".join(random.choices(string.ascii_letters + string.digits, k=4))
