@@ -28,6 +28,10 @@ DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 TEMPORARY = "_temporary"
 MODES = ("errorifexists", "error", "overwrite", "append", "ignore")
 FLUSH_BYTES = 64 << 20          # a row group at most about this big, per partition
+# Columns of few distinct values get dictionaries; trying one on ids and bodies (unique)
+# costs more CPU than the whole rest of the write and ends in plain pages anyway.
+DICTIONARY = ("file", "status", "subject", "origin", "sender", "consumer", "priority",
+              "settle_reason", "retry", "frame_count", "checksum")
 _DAY_US = 86_400_000_000
 # The characters Spark's ExternalCatalogUtils.escapePathName escapes (on Unix).
 _ESCAPED = frozenset(map(chr, range(1, 32))) | frozenset("\"#%'*/:=?\\\x7f{[]^")
@@ -168,7 +172,8 @@ class TaskWriter:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             schema = table.schema.with_metadata(self.job.metadata)
             writer = self.writers[key] = pq.ParquetWriter(
-                path, schema, compression="snappy", use_deprecated_int96_timestamps=True)
+                path, schema, compression="snappy", use_deprecated_int96_timestamps=True,
+                use_dictionary=[c for c in schema.names if c in DICTIONARY])
         writer.write_table(table.replace_schema_metadata(self.job.metadata),
                            row_group_size=table.num_rows)
 
