@@ -78,8 +78,9 @@ def _children_cpu():
 
 def _daemon_workers(root, seen, daemons):
     """Record in `seen` (pid -> CPU seconds) the processes below `root` that PySpark's
-    daemon forked: it ignores SIGCHLD, so they are reaped unwaited and their CPU never
-    reaches any parent's children time. `daemons` caches pid -> is a daemon."""
+    daemon forked (the workers: a daemon's children, with its command line): it ignores
+    SIGCHLD, so they are reaped unwaited and their CPU never reaches any parent's
+    children time. `daemons` caches pid -> has the daemon's command line."""
     parents, cpu = {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -104,7 +105,7 @@ def _daemon_workers(root, seen, daemons):
         return False
 
     for pid, parent in parents.items():
-        if daemons.get(parent) and not daemons.get(pid) and below_root(parent):
+        if daemons.get(pid) and daemons.get(parent) and below_root(parent):   # forked
             seen[pid] = max(seen.get(pid, 0.0), cpu[pid])
 
 

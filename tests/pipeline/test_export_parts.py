@@ -41,7 +41,8 @@ def _arrow_rows(out):
     return sorted(map(repr, pq.read_table(out).to_pylist()))
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@pytest.mark.timeout(900)      # each example is two exports and four reads back
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 @given(queues=st.lists(QUEUE_TEXT, min_size=1, max_size=3, unique=True),
        n=st.integers(1, 250), seed=st.integers(0, 1000),
        start_ms=st.integers(0, 4_000_000_000_000),
