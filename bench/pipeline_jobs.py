@@ -26,7 +26,8 @@ against what one plain Python process needs. Best round of each counts; the CPU
 seconds of each step's process tree (JVM and Python workers included) and the load
 average are recorded too: on a shared machine wall time moves with the load (the CPU
 of the Python workers PySpark's daemon forks is sampled from /proc while a step runs:
-the daemon reaps them unwaited, so no parent's children time holds it). Results go to bench/results/pipeline-jobs-latest.json.
+the daemon reaps them unwaited, so no parent's children time holds it). Results go to
+bench/results/pipeline-jobs-latest.json.
 """
 import argparse
 import json

@@ -8,7 +8,8 @@
 `--master` (default local[*]) and `--conf KEY=VALUE` (repeatable) choose where Spark
 runs; the same job runs on a laptop and on a cluster. Exit status: 0 done, 1 the job
 failed, 2 bad arguments (a journal path that names nothing among them: checked before
-Spark starts; an export's --out that exists, without --overwrite), 3 replay skipped messages its target cannot carry.
+Spark starts; an export's --out that exists, without --overwrite), 3 replay skipped
+messages its target cannot carry.
 """
 import argparse
 import datetime

@@ -101,7 +101,8 @@ class Job:
                     path = os.path.join(self.out, name)
                     shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
         for staged, _ in written:
-            final = os.path.join(self.out, os.path.relpath(staged, self.staging).split(os.sep, 1)[1])
+            relative = os.path.relpath(staged, self.staging).split(os.sep, 1)[1]  # no TASK-ATTEMPT
+            final = os.path.join(self.out, relative)
             os.makedirs(os.path.dirname(final), exist_ok=True)
             os.replace(staged, final)
         self.clean()

@@ -61,7 +61,8 @@ def test_python_parts_equal_sparks_writer(spark, tmp_path_factory, queues, n, se
                                   where, False, "errorifexists", with_comments)
     assert count == expected
     assert _layout(ours) == _layout(theirs)
-    assert sorted(os.listdir(ours)) == sorted(n for n in os.listdir(theirs) if not n.startswith("."))
+    visible = sorted(n for n in os.listdir(theirs) if not n.startswith("."))   # not Spark's .crc
+    assert sorted(os.listdir(ours)) == visible
     assert _spark_rows(spark, ours) == _spark_rows(spark, theirs)
     assert _arrow_rows(ours) == _arrow_rows(theirs)
 
@@ -69,7 +70,8 @@ def test_python_parts_equal_sparks_writer(spark, tmp_path_factory, queues, n, se
 def test_days_and_partition_values_as_spark_prints_them():
     epoch = datetime.date(1970, 1, 1)
     for day in (datetime.date(2024, 6, 13), datetime.date(5, 3, 1), datetime.date(1, 1, 1),
-                datetime.date(9999, 12, 31), datetime.date(2000, 2, 29), datetime.date(1969, 12, 31)):
+                datetime.date(9999, 12, 31), datetime.date(2000, 2, 29),
+                datetime.date(1969, 12, 31)):
         assert parquet_parts.day_text((day - epoch).days) == day.isoformat()
     assert parquet_parts.day_text((datetime.date(1, 1, 1) - epoch).days - 366) == "0000-01-01"
     cycle = 146_097                 # days in 400 Gregorian years; as Spark printed them:
