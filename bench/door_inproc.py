@@ -88,17 +88,23 @@ def engine(clock):
     return Engine(clock)
 
 
-def mqks(n, manual):
+def mqks(n, manual, queues=1):
+    """One publisher, a consumer on each of `queues` queues bound to its event (each on
+    its own connection); rates are per event published."""
     from mqksbridge.bridge.mqks.door import MqksConnection, MqksDoor
     from mqksbridge.bridge.outbox import FlushScheduler
     from mqksbridge.core import FakeClock
 
     turns = Turns()
     door = MqksDoor(engine(FakeClock()), FlushScheduler(turns))
-    consumer, publisher = MqksConnection(door), MqksConnection(door)
-    consumer.makeConnection(FakeTransport())
+    consumers = [MqksConnection(door) for _ in range(queues)]
+    publisher = MqksConnection(door)
+    for k, conn in enumerate(consumers):
+        conn.makeConnection(FakeTransport())
+        conn.dataReceived(b"c%d consume q%d ev%s\n" % (k + 1, k, b" --manual-ack" if manual
+                                                     else b""))
+    consumer = consumers[0]
     publisher.makeConnection(FakeTransport())
-    consumer.dataReceived(b"c1 consume q ev%s\n" % (b" --manual-ack" if manual else b""))
     turns.run()
     chunks = [b"".join(b"m%d publish ev %s\n" % (i, BODY) for i in range(k, k + BATCH))
               for k in range(0, n, BATCH)]
@@ -131,6 +137,18 @@ class FakeRouter:
 
     def attach_client(self, rid, client):
         pass
+
+    def link(self, rid):
+        """A peer's connection (ZmtpConnection's send and offer)."""
+        router = self
+
+        class Link:
+            def send(self, frames):
+                return router.send(rid, frames)
+
+            def offer(self, frames):
+                return router.send(rid, frames)
+        return Link()
 
 
 def malamute(n, kind):
@@ -167,9 +185,10 @@ def malamute(n, kind):
     return len(batches) * BATCH / seconds
 
 
-def malamute_wire(n, workers, size=len(BODY)):
-    """Service requests through the whole door as bytes: ZMTP decode, session, queue,
-    DELIVER encode and the outbox (bench.malamute_service_bench does the same over TCP)."""
+def malamute_wire(n, workers, size=len(BODY), kind="service"):
+    """Service requests (or stream or mailbox messages, `kind`) through the whole door as
+    bytes: ZMTP decode, session, core, DELIVER encode and the outbox (bench.outside does
+    the same over TCP)."""
     from mqksbridge.bridge.malamute.door import MalamuteDoor
     from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
     from mqksbridge.bridge.outbox import FlushScheduler
@@ -189,10 +208,21 @@ def malamute_wire(n, workers, size=len(BODY)):
         turns.run()
         return conn
 
-    crew = [peer(codec.ConnectionOpen(f"worker-{k}"), codec.ServiceOffer("svc", ".*"))
-            for k in range(workers)]
-    client = peer(codec.ConnectionOpen("client"))
-    one = message(codec.encode(codec.ServiceSend("svc", "req", "", 0, (b"x" * size,))))
+    body = b"x" * size
+    if kind == "stream":                 # bench.malamute_load's reader and writer
+        crew = [peer(codec.ConnectionOpen(f"worker-{k}"), codec.StreamRead("bench", "temp."))
+                for k in range(workers)]
+        client = peer(codec.ConnectionOpen("client"), codec.StreamWrite("bench"))
+        one = message(codec.encode(codec.StreamSend("temp.moscow", (body,))))
+    elif kind == "mailbox":
+        crew = [peer(codec.ConnectionOpen("worker-0"))]
+        client = peer(codec.ConnectionOpen("client"))
+        one = message(codec.encode(codec.MailboxSend("worker-0", "subj", "", 0, (body,))))
+    else:
+        crew = [peer(codec.ConnectionOpen(f"worker-{k}"), codec.ServiceOffer("svc", ".*"))
+                for k in range(workers)]
+        client = peer(codec.ConnectionOpen("client"))
+        one = message(codec.encode(codec.ServiceSend("svc", "req", "", 0, (body,))))
     per_chunk = max(1, 65536 // len(one))
     chunks = [one * per_chunk for _ in range(0, n, per_chunk)]
     before = sum(w.transport.written for w in crew)
@@ -204,6 +234,45 @@ def malamute_wire(n, workers, size=len(BODY)):
     count = len(chunks) * per_chunk
     assert sum(w.transport.written for w in crew) - before >= count * size
     return count / seconds
+
+
+def malamute_hops(n):
+    """A mailbox round trip's hops (bench.outside's malamute-rtt): one message per read and a
+    turn each, through the whole door as bytes: its work per hop, reactor and syscalls aside."""
+    from mqksbridge.bridge.malamute.door import MalamuteDoor
+    from mqksbridge.bridge.malamute.zmtp_router import ZmtpRouter
+    from mqksbridge.bridge.outbox import FlushScheduler
+    from mqksbridge.core import FakeClock
+    from mqksbridge.protocols.malamute import codec
+    from mqksbridge.protocols.zmtp.codec import GREETING, message, ready
+
+    turns = Turns()
+    door = MalamuteDoor(engine(FakeClock()))
+    router = door.transport = ZmtpRouter(FlushScheduler(turns), door.received_all, door.lost)
+    peers = []
+    for name in ("a", "b"):
+        conn = router.buildProtocol(None)
+        conn.makeConnection(FakeTransport())
+        conn.dataReceived(GREETING + ready("DEALER"))
+        conn.dataReceived(message(codec.encode(codec.ConnectionOpen(name))))
+        peers.append(conn)
+    turns.run()
+    (a, b), body = peers, (b"x",)
+    ping = message(codec.encode(codec.MailboxSend("b", "ping", "", 0, body)))
+    pong = message(codec.encode(codec.MailboxSend("a", "pong", "", 0, body)))
+    before = a.transport.written
+    b.dataReceived(pong)                 # one delivery to a, to know its size
+    turns.run()
+    one, before = a.transport.written - before, a.transport.written
+    start = time.process_time()
+    for _ in range(n // 2):
+        a.dataReceived(ping)
+        turns.run()
+        b.dataReceived(pong)
+        turns.run()
+    seconds = time.process_time() - start
+    assert a.transport.written - before == n // 2 * one > 0
+    return n // 2 * 2 / seconds
 
 
 def twino(n, broadcast):
@@ -265,10 +334,14 @@ def twino(n, broadcast):
 CASES = {
     "mqks-publish": lambda n: mqks(n, False),
     "mqks-manual-ack": lambda n: mqks(n, True),
+    "mqks-fanout-x10": lambda n: mqks(n, False, 10),
     "malamute-service": lambda n: malamute(n, "service"),
     "malamute-service-wire-1": lambda n: malamute_wire(n, 1),
     "malamute-service-wire-4": lambda n: malamute_wire(n, 4),
     "malamute-service-wire-4k": lambda n: malamute_wire(n, 1, 4096),
+    "malamute-stream-wire": lambda n: malamute_wire(n, 1, kind="stream"),
+    "malamute-mailbox-wire": lambda n: malamute_wire(n, 1, kind="mailbox"),
+    "malamute-mailbox-hops": malamute_hops,
     "malamute-stream": lambda n: malamute(n, "stream"),
     "malamute-stream-mixed": lambda n: malamute(n, "stream-mixed"),
     "malamute-mailbox": lambda n: malamute(n, "mailbox"),

@@ -24,7 +24,10 @@ the same load (`export@base`, `report@base` in the results).
 The figure of merit is (job - bare) / plain: what a job costs beyond starting Spark,
 against what one plain Python process needs. Best round of each counts; the CPU
 seconds of each step's process tree (JVM and Python workers included) and the load
-average are recorded too: on a shared machine wall time moves with the load. Results go to bench/results/pipeline-jobs-latest.json.
+average are recorded too: on a shared machine wall time moves with the load (the CPU
+of the Python workers PySpark's daemon forks is sampled from /proc while a step runs:
+the daemon reaps them unwaited, so no parent's children time holds it). Results go to
+bench/results/pipeline-jobs-latest.json.
 """
 import argparse
 import json
@@ -34,11 +37,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CLI = os.path.join(os.path.dirname(sys.executable), "mqksbridge-pipeline")
+TICKS = os.sysconf("SC_CLK_TCK")
 
 BARE = """
 import sys
@@ -72,16 +77,65 @@ def _children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
-def timed(argv, cwd=None):
-    """(wall seconds, CPU seconds of the whole process tree: the JVM and its Python
-    workers are waited for by their parents, so they count), last line of output."""
+def _daemon_workers(root, seen, daemons):
+    """Record in `seen` (pid -> CPU seconds) the processes below `root` that PySpark's
+    daemon forked (the workers: a daemon's children, with its command line): it ignores
+    SIGCHLD, so they are reaped unwaited and their CPU never reaches any parent's
+    children time. `daemons` caches pid -> has the daemon's command line."""
+    parents, cpu = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if pid not in daemons:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    daemons[pid] = b"pyspark.daemon" in f.read()
+        except OSError:
+            continue                     # ended meanwhile
+        parents[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / TICKS
+
+    def below_root(pid):
+        while pid > 1:
+            if pid == root:
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    for pid, parent in parents.items():
+        if daemons.get(pid) and daemons.get(parent) and below_root(parent):   # forked
+            seen[pid] = max(seen.get(pid, 0.0), cpu[pid])
+
+
+def timed(argv, cwd=None, poll=0.5):
+    """(wall seconds, CPU seconds of the whole process tree, last line of output). The
+    JVM and the PySpark daemon are waited for by their parents, so they count in the
+    children's time; the daemon's workers are not (see `_daemon_workers`), so their
+    CPU is sampled every `poll` seconds while the step runs and added."""
     cpu = _children_cpu()
+    workers, daemons = {}, {}
     started = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=cwd)
+    job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           cwd=cwd)
+    out = []
+    readers = [threading.Thread(target=lambda s=s: out.append((s, s.read())), daemon=True)
+               for s in (job.stdout, job.stderr)]
+    for reader in readers:
+        reader.start()
+    while job.poll() is None:
+        _daemon_workers(job.pid, workers, daemons)
+        time.sleep(poll)
     elapsed = time.perf_counter() - started
-    if done.returncode:
-        raise RuntimeError(f"{argv} failed:\n{done.stdout}\n{done.stderr[-3000:]}")
-    return elapsed, _children_cpu() - cpu, done.stdout.strip().splitlines()[-1:]
+    for reader in readers:
+        reader.join()
+    texts = {s: text for s, text in out}
+    stdout, stderr = texts[job.stdout], texts[job.stderr]
+    if job.returncode:
+        raise RuntimeError(f"{argv} failed:\n{stdout}\n{stderr[-3000:]}")
+    return elapsed, _children_cpu() - cpu + sum(workers.values()), stdout.strip().splitlines()[-1:]
 
 
 def main():

@@ -37,6 +37,7 @@ A failure while making or handing over one connection's output (a converter bug 
 connection is closed (`lose`, by default the transport's loseConnection) and every other
 connection on the turn's list is still flushed.
 """
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IPushProducer
 from twisted.logger import Logger
 from zope.interface import implementer
@@ -72,6 +73,36 @@ class FlushScheduler:
                     outbox.flush()
                 except Exception:
                     outbox.failed()
+
+
+def no_delay(transport):
+    """Turn Nagle off on a TCP connection. The outbox writes once per reactor turn; with
+    Nagle on, a lone delivery at a low rate waits for the peer's delayed ACK (tens of ms).
+    libzmq does the same on its TCP sockets."""
+    if isinstance(transport.getHost(), (IPv4Address, IPv6Address)) and hasattr(
+            transport, "setTcpNoDelay"):
+        transport.setTcpNoDelay(True)
+
+
+def write_now(transport, data):
+    """Hand `data` to the socket in this call when its transport holds nothing unsent (the
+    usual case), else to the transport. A Twisted transport's `write` only buffers and has
+    the reactor watch the socket: an epoll_ctl to start, a turn and an epoll_wait to find it
+    writable, the send, an epoll_ctl to stop, for every write. At low rates (a message per
+    turn: a round trip) that is most of a message's latency and of the broker's CPU. What
+    the socket does not take now, and everything while output is buffered, goes the
+    transport's way, in order; so does all output of a TLS or in-memory transport."""
+    send = getattr(transport, "writeSomeData", None)
+    if (send is None or transport.dataBuffer or transport._tempDataLen or transport.TLS
+            or not transport.connected or transport.disconnecting
+            or transport._writeDisconnected):
+        transport.write(data)
+        return
+    sent = send(data)
+    if sent.__class__ is not int:        # lost: the transport's own write path finds out
+        transport.write(data)
+    elif sent < len(data):
+        transport.write(data[sent:])
 
 
 @implementer(IPushProducer)
@@ -170,7 +201,7 @@ class Outbox:
             self.parts = []
             self.pending = 0
             self.sent += len(data)
-            self.transport.write(data)
+            write_now(self.transport, data)
         if self.client.paused and not self.transport_paused:
             self.client.resume()
         input = self.input

@@ -77,6 +77,11 @@ class GuardedStream(Stream):
                 principal.check_size(message)
         return Stream.publish(self, message, publisher)
 
+    def publish_run(self, messages, publisher=None):
+        """Each checked and published by publish()."""
+        publish = self.publish
+        return sum([publish(message, publisher) for message in messages])
+
 
 class GuardedMailbox(Mailbox):
     def send(self, message, sender=None):

@@ -8,7 +8,8 @@
 `--master` (default local[*]) and `--conf KEY=VALUE` (repeatable) choose where Spark
 runs; the same job runs on a laptop and on a cluster. Exit status: 0 done, 1 the job
 failed, 2 bad arguments (a journal path that names nothing among them: checked before
-Spark starts), 3 replay skipped messages its target cannot carry.
+Spark starts; an export's --out that exists, without --overwrite), 3 replay skipped
+messages its target cannot carry.
 """
 import argparse
 import datetime
@@ -119,9 +120,13 @@ def main(argv=None):
         if args.command == "export":
             from mqksbridge.pipeline import export
             columns = args.columns.split(",") if args.columns else None
-            count = export.run(spark, args.journals, args.out, args.where, columns, show,
-                               "overwrite" if args.overwrite else "errorifexists",
-                               args.with_comments)
+            try:
+                count = export.run(spark, args.journals, args.out, args.where, columns, show,
+                                   "overwrite" if args.overwrite else "errorifexists",
+                                   args.with_comments)
+            except FileExistsError as e:
+                print(f"mqksbridge-pipeline: {e}", file=sys.stderr)
+                return 2
             print(f"export: {count} records -> {args.out} (partitioned by day and queue)")
             return 0
     finally:

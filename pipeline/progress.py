@@ -40,12 +40,14 @@ def progress(spark, description, show=None):
                 bar.refresh()
 
     thread = threading.Thread(target=follow, daemon=True)
-    thread.start()
+    if not bar.disable:             # no bar, no polling of the JVM
+        thread.start()
     try:
         yield bar
     finally:
         stop.set()
-        thread.join()
+        if thread.is_alive():
+            thread.join()
         bar.n = bar.total
         bar.close()
         sc.setLocalProperty("spark.jobGroup.id", None)

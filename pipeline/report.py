@@ -30,7 +30,6 @@ import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
 from mqksbridge.pipeline.progress import progress
-from mqksbridge.pipeline.session import read
 
 COLUMNS = ["queue", "subject", "origin", "consumer", "status", "settle_reason", "retry", "size",
            "created", "settled"]
@@ -127,12 +126,8 @@ def run(spark, paths, out_dir, where=None, as_of=None, show_progress=None, html=
     cluster, `out_dir` is on the driver's machine)."""
     from mqksbridge.pipeline import report_scan
 
-    # pushFilters: the status filter is applied in the reader; the one query is all there is
-    df = read(spark, paths, COLUMNS, pushFilters=True).where(F.col("status") != "comment")
-    if where:
-        df = df.where(where)
     with progress(spark, "reading journals", show_progress):
-        frames, facts = report_scan.tables(df, as_of)
+        frames, facts = report_scan.tables(spark, paths, where, as_of)
     os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)
     for name in TABLES:
         table = pa.Table.from_pandas(frames[name], preserve_index=False)

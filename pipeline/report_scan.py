@@ -1,5 +1,8 @@
 """The report's tables in one scan: each Spark task aggregates its rows in its Python
 worker (pyarrow group-bys) into small partial tables, and the driver merges them.
+Without a `--where` the tasks are the reader's own (pipeline/tasks.py: the rows never
+become JVM rows); a `--where` predicate is Spark SQL, so then Spark reads and filters
+and hands the rows to the same aggregation (`mapInArrow`).
 
 `report.tables` defines the tables in Spark SQL: a cached DataFrame and a Spark job
 per table, with shuffles and exact percentiles that hold every value. This is the
@@ -24,9 +27,13 @@ import time
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
-from mqksbridge.pipeline.report import PERCENTILES, bucket_unit
+from mqksbridge.pipeline.replay import columns_for
+from mqksbridge.pipeline.report import COLUMNS, PERCENTILES, bucket_unit
+from mqksbridge.pipeline.session import read
+from mqksbridge.pipeline.tasks import NO_COMMENTS, reader, run
 
 SCHEMA = "kind string, data binary"
 _OUT = pa.schema([("kind", pa.string()), ("data", pa.binary())])
@@ -65,8 +72,8 @@ def _group(table, keys, aggregates):
 
 
 def partials(batches):
-    """`mapInArrow` function: Arrow batches of `report.COLUMNS` (the messages: comment
-    records left out) in; one row per partial, the table as Arrow IPC bytes, out."""
+    """Arrow batches of `report.COLUMNS` (the messages: comment records left out) in;
+    (kind, the partial table as Arrow IPC bytes) out, one per partial."""
     batches = list(batches)
     if not batches:
         return
@@ -97,8 +104,13 @@ def partials(batches):
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
-        yield pa.RecordBatch.from_arrays([pa.array([kind]), pa.array([sink.getvalue().to_pybytes()])],
-                                         schema=_OUT)
+        yield kind, sink.getvalue().to_pybytes()
+
+
+def _arrow_partials(batches):
+    """`partials` as a `mapInArrow` function: one row per partial."""
+    for kind, data in partials(batches):
+        yield pa.RecordBatch.from_arrays([pa.array([kind]), pa.array([data])], schema=_OUT)
 
 
 def _floor(micros, unit):
@@ -124,10 +136,16 @@ def _sum(table, keys, name="n"):
     return _group(table, keys, [("n", "sum", name)])
 
 
-def tables(df, as_of=None):
-    """`report.tables`, computed in one scan: (pandas frames, facts). `df` holds the
-    report's columns (messages only, or comments too: they are left out here)."""
-    return merge(df.mapInArrow(partials, SCHEMA).collect(), as_of)
+def tables(spark, paths, where=None, as_of=None):
+    """`report.tables` of the messages in `paths` (selected by `where`, Spark SQL),
+    computed in one scan: (pandas frames, facts)."""
+    if where:
+        df = read(spark, paths, columns_for(where, COLUMNS), pushFilters=True)
+        df = df.where(F.col("status") != "comment").where(where).select(*COLUMNS)
+        rows = df.mapInArrow(_arrow_partials, SCHEMA).collect()
+    else:
+        rows = run(spark, reader(spark, paths, COLUMNS, [NO_COMMENTS]), partials)
+    return merge(rows, as_of)
 
 
 def merge(rows, as_of=None):

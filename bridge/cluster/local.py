@@ -109,7 +109,8 @@ class LocalCluster:
     """`size` nodes under `directory`, a user (administrator) and a vhost for the gateways.
 
     start() -> self (every node running and clustered; prepare() first when the URLs are
-    needed before), urls() for the gateways' [cluster] urls, kill(i) (SIGKILL, as a machine that dies), restart(i), stop(). A context manager.
+    needed before), urls() for the gateways' [cluster] urls, kill(i) (SIGKILL, as a
+    machine that dies), restart(i), stop(). A context manager.
     """
 
     def __init__(self, directory, size=3, *, management=False, user="mqksbridge",

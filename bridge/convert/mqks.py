@@ -71,6 +71,16 @@ def message(req_id: bytes, subject: str, body: bytes, sender: str, event=None,
                    DOOR, len(body))
 
 
+def messages(publishes, subject: str, event: bytes, sender: str, created_at=0.0):
+    """`message` for each of a run of publishes of one event, given as their request parts
+    `(req_id, action, event, body)` (protocols.mqks.requests.plain_publishes), in one pass."""
+    tail = DELIVERY_TAIL
+    return [Message(req_id.decode("utf-8", "surrogateescape"), subject, (body,), None, sender,
+                    DOOR, "", False, None, created_at, tail % (req_id, event, body), DOOR,
+                    len(body))
+            for req_id, _, _, body in publishes]
+
+
 # -- core Message -> MQKS delivery -------------------------------------------------------------
 
 def delivery(message, retry):

@@ -47,7 +47,7 @@ class MalamuteDoor:
                  credit=True, max_subscriptions=1000, max_pattern=255,
                  max_subject=zrex.MAX_SUBJECT, handshake_timeout=10.0):
         self.broker = broker
-        self.transport = None            # the ZmtpRouter: send/busy/attach_client
+        self.transport = None            # the ZmtpRouter: send/link/attach_client
         self.peers = {}                  # routing id -> Peer (open sessions only)
         self.owners = {}                 # mailbox address -> Peer
         self.counters = Counter()
@@ -265,6 +265,7 @@ class MalamuteDoor:
         self.broker.connect(client)
         peer = self.peers[rid] = Peer(self, rid, session, client, address, self.generation)
         peer.traffic = self.transport.attach_client(rid, client) or peer.traffic
+        peer.link = self.transport.link(rid) or peer.link
         self.counters["opened"] += 1
         if address:
             old = self.owners.get(address)
@@ -343,7 +344,8 @@ class MalamuteDoor:
                 break
             i += 1
             try:
-                publish(message(RAW_STREAM, new_id(), sender, subject, "", tuple(frames[1:]),
+                publish(message(RAW_STREAM, new_id(), sender, subject, "",
+                                (frames[1],) if len(frames) == 2 else tuple(frames[1:]),
                                 raw, None, now), client)
             except Exception as exc:
                 self._run_failed(peer, frames, exc)
@@ -372,7 +374,8 @@ class MalamuteDoor:
             i += 1
             try:
                 if mail(message(RAW_MAILBOX, new_id(), sender, subject, tracker,
-                                tuple(frames[1:]), raw, expires_at, now),
+                                (frames[1],) if len(frames) == 2 else tuple(frames[1:]),
+                                raw, expires_at, now),
                         peer.client) == DROPPED:
                     self.counters["mailbox_dropped"] += 1
                     self.losses["mail over the limit of mailbox", address] += 1

@@ -18,9 +18,24 @@ from mqksbridge.bridge.convert.malamute import mailbox_frames, service_frames, s
 from mqksbridge.bridge.traffic import Traffic
 
 
+class Unreachable:
+    """The link of a session with no connection to send on: nothing goes out."""
+
+    @staticmethod
+    def send(frames):
+        return False
+
+    @staticmethod
+    def offer(frames):
+        return False
+
+
+UNREACHABLE = Unreachable()
+
+
 class Peer:
     __slots__ = ("rid", "door", "session", "client", "address", "seen", "offers", "credit",
-                 "gone", "traffic", "reads", "subscriptions")
+                 "gone", "traffic", "reads", "subscriptions", "link")
 
     def __init__(self, door, rid, session, client, address, seen):
         self.rid = rid
@@ -36,44 +51,64 @@ class Peer:
         self.gone = False
         self.traffic = Traffic("malamute", address, None, None, None, 0.0)  # the door sets
         # the connection's own once the session is attached to it (admin counters)
+        self.link = UNREACHABLE       # the door sets its connection: send(frames) -> False
+        # once it is gone, offer(frames) -> None while it is busy (ZmtpConnection)
 
     # -- delivery callbacks handed to the core --------------------------------------------
+    # Every copy passes here: the traffic count (Traffic.delivered) and the conversion's
+    # refusal (Unrepresentable: dropped, counted, logged) are written out.
     def stream(self, stream_name, message):
         door = self.door
-        if self.gone or door.transport.busy(self.rid):
+        try:
+            sent = None if self.gone else self.link.offer(stream_frames(stream_name, message))
+        except Unrepresentable as exc:
+            dropped(door.broker, "malamute", message, exc.reason)
+            return
+        except Exception:
+            door._failed(self, ("stream delivery", stream_name))
+            return
+        if sent:
+            traffic = self.traffic
+            out, origin = traffic.out, message.origin
+            n = out[origin] + 1
+            out[origin] = n
+            if not n & traffic.mask:
+                traffic.sampled(message)
+        elif sent is None:
             door.counters["stream_dropped"] += 1
             door.losses["stream copy for slow reader", self.address] += 1
-            return
-        traffic = self.traffic           # Traffic.delivered, inline: every stream copy
+        else:
+            door.vanished(self)
+
+    def mailbox(self, mailbox, message):
+        traffic = self.traffic
         out, origin = traffic.out, message.origin
         n = out[origin] + 1
         out[origin] = n
         if not n & traffic.mask:
             traffic.sampled(message)
         try:
-            frames = self._frames(stream_frames, stream_name, message)
-            if frames is not None:
-                self._send(frames)
-        except Exception:
-            door._failed(self, ("stream delivery", stream_name))
-
-    def mailbox(self, mailbox, message):
-        self.traffic.delivered(message)
-        try:
-            frames = self._frames(mailbox_frames, mailbox.name, message)
-            if frames is not None and (self.gone or not self._send(frames)):
+            if self.gone:
                 mailbox.restore(message)
+            elif not self.link.send(mailbox_frames(mailbox.name, message)):
+                self.door.vanished(self)
+                mailbox.restore(message)
+        except Unrepresentable as exc:
+            dropped(self.door.broker, "malamute", message, exc.reason)
         except Exception:
             mailbox.restore(message)
             self.door._failed(self, ("mailbox delivery", mailbox.name))
 
     def service(self, consumer, entry):
-        """Every request passes here: _frames and _send written out."""
         queue, message = consumer.queue, entry.message
-        self.traffic.delivered(message)
+        traffic = self.traffic
+        out, origin = traffic.out, message.origin
+        n = out[origin] + 1
+        out[origin] = n
+        if not n & traffic.mask:
+            traffic.sampled(message)
         try:
-            frames = service_frames(queue.name, message)
-            if self.gone or not self.door.transport.send(self.rid, frames):
+            if self.gone or not self.link.send(service_frames(queue.name, message)):
                 if not self.gone:
                     self.door.vanished(self)
                 queue.returned(consumer, entry)
@@ -83,18 +118,3 @@ class Peer:
         except Exception:
             self.door._failed(self, ("service delivery", queue.name))
             queue.returned(consumer, entry)
-
-    def _frames(self, convert, name, message):
-        """The DELIVER frames, or None (counted, logged) when Malamute cannot carry it."""
-        try:
-            return convert(name, message)
-        except Unrepresentable as exc:
-            dropped(self.door.broker, "malamute", message, exc.reason)
-            return None
-
-    def _send(self, frames):
-        """Hand frames to the socket; False (and the session ends) if the peer is gone."""
-        if self.door.transport.send(self.rid, frames):
-            return True
-        self.door.vanished(self)
-        return False

@@ -13,7 +13,8 @@ Output goes through an Outbox per connection (one write per reactor turn). While
 transport is full its output collects there; past the Outbox's mark the peer's Gate pauses
 the core client attached to it, so queued work waits in the core. `busy(rid)` tells a
 sender of droppable traffic (stream copies) that `high_water` messages went out since the
-transport filled up, the bound libzmq's SNDHWM gave.
+transport filled up, the bound libzmq's SNDHWM gave. A session's deliveries go by its
+connection (`link(rid)`: `send`, and `offer` for droppable traffic), with no lookup.
 
 An endpoint can serve CURVE (`CurveEndpoint`, RFC 26): its connections share the ROUTER's
 routing ids, and a SealingOutbox encrypts what they are sent once their handshake is done.
@@ -28,7 +29,7 @@ from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.listeners import Refused
 from mqksbridge.bridge.logs import Repeats
-from mqksbridge.bridge.outbox import Outbox
+from mqksbridge.bridge.outbox import Outbox, no_delay
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.protocols.zmtp import codec
 from mqksbridge.protocols.zmtp.codec import (Connection, PeerError, Ping, PlainHello, Ready,
@@ -86,6 +87,7 @@ class ZmtpConnection(protocol.Protocol):
         self.failing = None              # a violation's reason, refused once kept is served
 
     def connectionMade(self):
+        no_delay(self.transport)
         self.input = Input(self.transport, self._carry_on)
         kind = SealingOutbox if isinstance(self.zmtp, CurveConnection) else Outbox
         self.outbox = kind(self.transport, self.router.scheduler, self.gate, input=self.input)
@@ -101,6 +103,36 @@ class ZmtpConnection(protocol.Protocol):
         may open its session later, or talk without one and get ERROR 500)."""
         self.silent = False
         self.router.unopened.pop(self, None)
+
+    def send(self, frames):
+        """Queue one message for this peer; False once its output is closed (the peer is
+        gone or going). The router's `send` without the lookup: a session's deliveries
+        hold their connection (ZmtpRouter.link)."""
+        outbox = self.outbox
+        if outbox.closed:
+            return False
+        if outbox.transport_paused:
+            gate = self.gate
+            if gate.fill != outbox.pauses:   # it filled up anew: count afresh
+                gate.fill, gate.backlog = outbox.pauses, 0
+            gate.backlog += 1
+        outbox.write(codec.pair(frames[0], frames[1]) if len(frames) == 2
+                     else codec.message(frames))
+        return True
+
+    def busy(self):
+        """Whether droppable traffic should be dropped: the transport is full and
+        `high_water` messages went out since it filled up (this time)."""
+        outbox, gate = self.outbox, self.gate
+        return (outbox.transport_paused and gate.fill == outbox.pauses
+                and gate.backlog >= self.router.high_water)
+
+    def offer(self, frames):
+        """`send` for droppable traffic (stream copies): None, and nothing queued, while
+        the peer is `busy`."""
+        if self.outbox.transport_paused and self.busy():
+            return None
+        return self.send(frames)
 
     def goodbye(self):
         """Malamute has no goodbye command: pending output goes out, then the close."""
@@ -315,17 +347,12 @@ class ZmtpRouter(protocol.Factory):
     def send(self, rid, frames):
         """Queue one message for a peer; False when no such peer is connected."""
         conn = self.peers.get(rid)
-        if conn is None or conn.outbox.closed:
-            return False
-        outbox = conn.outbox
-        if outbox.transport_paused:
-            gate = conn.gate
-            if gate.fill != outbox.pauses:   # it filled up anew: count afresh
-                gate.fill, gate.backlog = outbox.pauses, 0
-            gate.backlog += 1
-        outbox.write(codec.pair(frames[0], frames[1]) if len(frames) == 2
-                     else codec.message(frames))
-        return True
+        return conn is not None and conn.send(frames)
+
+    def link(self, rid):
+        """The connection of peer `rid` (None if there is none), whose `send(frames)` and
+        `offer(frames)` a session's deliveries use: no lookup per message."""
+        return self.peers.get(rid)
 
     def disconnect(self, rid):
         """Close a peer's connection once its pending output is out."""
@@ -337,8 +364,7 @@ class ZmtpRouter(protocol.Factory):
         """Whether droppable traffic to this peer should be dropped: its transport is full
         and `high_water` messages already wait behind it."""
         conn = self.peers.get(rid)
-        return conn is None or (conn.outbox.transport_paused
-                                and conn.gate.backlog >= self.high_water)
+        return conn is None or conn.busy()
 
     def attach_client(self, rid, client):
         """Pause and resume this core client with the peer's gate; its input is this

@@ -19,7 +19,7 @@ from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.inputs import Input
 from mqksbridge.bridge.listeners import LIMIT, DoorFactory, ListenerService
 from mqksbridge.bridge.logs import Repeats, door_repeats
-from mqksbridge.bridge.outbox import OVER_LIMIT, Outbox
+from mqksbridge.bridge.outbox import OVER_LIMIT, Outbox, no_delay
 from mqksbridge.bridge.security import LoginFailed
 from mqksbridge.bridge.traffic import DoorTraffic
 from mqksbridge.bridge.twino.direct import DIRECT, MAX_PENDING, TwinoDirect
@@ -250,6 +250,7 @@ class TwinoConnection(protocol.Protocol):
         return PROTOCOL + encode(refused(code, new_id()))
 
     def connectionMade(self):
+        no_delay(self.transport)
         door = self.door
         peer = self.transport.getPeer()
         address = f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}"

@@ -2,8 +2,8 @@
 
 A mode is one stateless object (the queue's state is passed in): `Queue.set_mode` swaps
 it, and the queue asks it what a put does (`accept`), where a hand-back goes (`requeue`),
-what a dispatch hands out (`dispatch`) and which shortcut `put_message` may take
-(`shortcut`). The defaults here are the storing modes': a put is stored, a hand-back goes
+what a dispatch hands out (`dispatch`) and which shortcuts `put_message` and `put_run` may
+take (`shortcut`, `run_shortcut`). The defaults here are the storing modes': a put is stored, a hand-back goes
 to the back of the queue, nothing is pushed. Paused is exactly that; pull differs only in
 being pulled from (core.queues.pull), cache and stopped in a line or two each, below.
 docs/delivery.md has the table.
@@ -26,6 +26,11 @@ class Delivery:
         """The put_message shortcut for the queue as configured now, or None: a function
         (queue, entry, observer) that hands the entry over and returns True, or returns
         False for the plain path. `unlimited`: nothing may refuse or hold a put."""
+        return None
+
+    def run_shortcut(self, queue, unlimited):
+        """The put_run shortcut, or None: a function (queue, messages) that hands a run of
+        messages over at once and returns how many, all or none (none: put one by one)."""
         return None
 
     def accept(self, queue, entry, publisher):

@@ -53,6 +53,28 @@ def fast_request(line):
     return None
 
 
+def plain_run(lines, start=0):
+    """The run of plain requests of one action from `lines[start]` on, each as fast_request
+    takes it: `(their parts, the index of the first line after the run)`; no parts when
+    `lines[start]` is not a plain publish or ack. One loop for a read's publishes (or acks)
+    instead of a call per line; tests hold it equal to fast_request line by line."""
+    first = fast_request(lines[start])
+    if first is None:
+        return [], start
+    action = first[1]
+    run = [first]
+    add = run.append
+    for i in range(start + 1, len(lines)):
+        line = lines[i]
+        parts = line.split(b' ', 3)
+        if (len(parts) == 4 and parts[1] == action and parts[2] != b'--confirm'
+                and line[-1] > 32 and 9 not in line):
+            add(parts)
+        else:
+            return run, i
+    return run, len(lines)
+
+
 def parse_publish(data):
     """`event data...` -> `(event, body)`; the body keeps inner and leading spaces."""
     event, sep, body = data.partition(b' ')

@@ -67,8 +67,8 @@ def test_the_vhost_goes_into_urls_that_name_none():
 
 def test_check_config_prints_the_cluster_section(tmp_path):
     done = subprocess.run([TWISTD, "-n", "--pidfile=", "mqksbridge", "--check-config",
-                           "--set", 'cluster.engine="rabbitmq"', "--set", f'cluster.urls=["{URL}"]',
-                           "--set", "cluster.node=gw1"],
+                           "--set", 'cluster.engine="rabbitmq"',
+                           "--set", f'cluster.urls=["{URL}"]', "--set", "cluster.node=gw1"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     section = done.stdout.split("[cluster]\n", 1)[1]

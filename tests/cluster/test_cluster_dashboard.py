@@ -24,7 +24,8 @@ def wait_for(driver, condition, message, timeout=30):
 
 
 @pytest_twisted.ensureDeferred
-async def test_the_cluster_panel_shows_nodes_and_replicas(rabbitmq_cluster, running, browser):  # noqa: F811
+async def test_the_cluster_panel_shows_nodes_and_replicas(  # noqa: F811 (browser)
+        rabbitmq_cluster, running, browser):
     server = await running(gateway_overrides(rabbitmq_cluster, "gw-dash"))
     server.broker.queue("dash-jobs")
     await deferToThread(browser.get, f"http://127.0.0.1:{server.port('admin')}/")

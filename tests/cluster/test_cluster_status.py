@@ -59,7 +59,8 @@ async def test_the_gateway_shows_nodes_queues_and_replicas(rabbitmq_cluster, run
     assert [(n["name"], n["running"]) for n in answer["nodes"]] == [
         (f"rabbit-{i}@localhost", True) for i in (1, 2, 3)]
     gateway = next(g for g in answer["gateways"] if g["name"] == "gw-status")
-    assert gateway["node"] in [n["name"] for n in answer["nodes"]] and gateway["channels"] >= 1
+    assert gateway["node"] in [n["name"] for n in answer["nodes"]]   # (its channel count
+    # is as of RabbitMQ's last statistics pass, every 5 s: not asserted)
     jobs = next(q for q in answer["queues"] if q["name"] == "jobs")
     assert (jobs["type"], jobs["replicas"], jobs["online"]) == ("quorum", 3, 3)
     assert jobs["amqp"] == answer["prefix"] + "q.jobs"

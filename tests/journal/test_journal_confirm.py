@@ -36,6 +36,15 @@ class HeldWriter:
         return self.run(held, batch)
 
 
+async def idle(writer):
+    """`writer` once no batch is waiting or running: a batch still under way (a queue
+    definition a consume wrote, whose reply may reach the client first) would otherwise
+    be the one a test's gate holds, and the publish it means to hold would run after it."""
+    await until(lambda: not writer.pending and writer.in_flight is None,
+                what="the journal writer idle")
+    return writer
+
+
 async def started(tmp_path, queues=("jobs",), **durability):
     running = RunningBroker({"durability": {"queues": list(queues), **durability}},
                             data_dir=tmp_path)
@@ -49,7 +58,7 @@ async def test_mqks_confirm_waits_for_the_fsync(tmp_path):
     try:
         consumer = await running.mqks()
         assert await consumer.request("c1 consume --confirm jobs ev --manual-ack") == "c1 ok "
-        held = HeldWriter(running.top.durability.writer)
+        held = HeldWriter(await idle(running.top.durability.writer))
         publisher = await running.mqks()
         publisher.send("p1 publish --confirm ev hello", "p2 ping x")
         # handed straight to the consumer: the record is its only store until acked
@@ -89,7 +98,7 @@ async def test_mqks_confirms_of_two_batches_are_each_sent_after_their_own_fsync(
     try:
         consumer = await running.mqks()
         assert await consumer.request("c1 consume --confirm jobs ev --manual-ack") == "c1 ok "
-        held = GatedWriter(running.top.durability.writer)
+        held = GatedWriter(await idle(running.top.durability.writer))
         publisher = await running.mqks()
         publisher.send("p1 publish --confirm ev one")
         assert await consumer.line() == "c1 ok p1 event=ev one"
@@ -116,7 +125,7 @@ async def test_mqks_confirms_of_two_batches_are_each_sent_after_their_own_fsync(
 async def test_mqks_confirm_of_a_non_durable_publish_does_not_wait(tmp_path):
     running = await started(tmp_path)
     try:
-        held = HeldWriter(running.top.durability.writer)
+        held = HeldWriter(await idle(running.top.durability.writer))
         client = await running.mqks()
         assert await client.request("c1 consume --confirm jobs ev --manual-ack") == "c1 ok "
         client.send("p1 publish --confirm ev durable")
@@ -145,7 +154,7 @@ async def test_twino_persistent_queue_acks_the_producer_and_says_saved_after_the
         await make_queue(owner, "orders", 1, status="pull", handler="persistent")
         assert running.broker.queues["orders/1"].journal is not None
         assert await owner.subscribe("MessageProduced", "orders", 1) == 0
-        held = HeldWriter(running.top.durability.writer)
+        held = HeldWriter(await idle(running.top.durability.writer))
         push = Frame(MessageType.QUEUE_MESSAGE, pending_ack=True, message_id="o-1",
                      source=producer.client_id, target="orders", content_type=1,
                      content=b"order 1")
@@ -179,7 +188,7 @@ async def test_twino_received_policy_acks_a_push_to_a_durable_queue_after_the_fs
         owner, producer = await running.twino(), await running.twino()
         await make_queue(owner, "orders", 2, status="pull")
         assert running.broker.queues["orders/2"].journal is not None
-        held = HeldWriter(running.top.durability.writer)
+        held = HeldWriter(await idle(running.top.durability.writer))
         push = Frame(MessageType.QUEUE_MESSAGE, pending_ack=True, message_id="r-1",
                      source=producer.client_id, target="orders", content_type=2,
                      content=b"order 2")
@@ -232,7 +241,7 @@ async def test_textqueue_inbox_marks_a_record_taken_only_after_the_fsync(tmp_pat
         mqks = await running.mqks()
         assert await mqks.request("c1 consume --confirm jobs") == "c1 ok "
         assert await mqks.request("c2 consume --confirm scratch") == "c2 ok "
-        held = HeldWriter(running.top.durability.writer)
+        held = HeldWriter(await idle(running.top.durability.writer))
         spool.write("jobs.tq", "-kept\n")
         spool.poll()
         await threads.deferToThread(held.entered.wait, 10)

@@ -40,6 +40,9 @@ class FakeSocket:
     def attach_client(self, rid, client):
         self.clients[rid] = client
 
+    def link(self, rid):
+        return FakeLink(self, rid)
+
     def fill(self, rid):
         """What the ROUTER does when a peer's socket is full: pause its client."""
         self.full.add(rid)
@@ -53,6 +56,19 @@ class FakeSocket:
         mine = [f for r, f in self.sent if r == rid]
         self.sent = [(r, f) for r, f in self.sent if r != rid]
         return mine
+
+
+class FakeLink:
+    """A peer's connection as its session's deliveries see it (ZmtpConnection)."""
+
+    def __init__(self, socket, rid):
+        self.socket, self.rid = socket, rid
+
+    def send(self, frames):
+        return self.socket.send(self.rid, frames)
+
+    def offer(self, frames):
+        return None if self.socket.busy(self.rid) else self.send(frames)
 
 
 @pytest.fixture

@@ -45,6 +45,47 @@ def test_grouped_and_indexed_readers_equal_one_search_per_reader(reads, cancels,
     assert [(r.client.id, r.key) for r in stream.readers] == [(f"c{w}", p) for w, p in plain]
 
 
+OPS = st.one_of(st.tuples(st.just("read"), st.integers(0, 3), PATTERNS),
+                st.tuples(st.just("cancel"), st.integers(0, 3)),
+                st.tuples(st.just("publish"), SUBJECTS))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(OPS, max_size=30))
+def test_remembered_matches_follow_every_read_and_cancel(ops):
+    """Subjects published again after readers came or went reach exactly the readers one
+    search per reader finds then (publish remembers each subject's readers)."""
+    clients = [Client(f"c{i}", "malamute") for i in range(4)]
+    stream, got, plain = Stream("s", {}), [], []
+    for op in ops:
+        if op[0] == "read":
+            _, who, pattern = op
+            stream.add_reader(clients[who], pattern, zrex.compile(pattern),
+                              lambda name, m, tag=(who, pattern): got.append(tag))
+            if (who, pattern) not in plain:
+                plain.append((who, pattern))
+        elif op[0] == "cancel":
+            stream.remove_readers(clients[op[1]])
+            plain = [r for r in plain if r[0] != op[1]]
+        else:
+            stream.publish(message(op[1]))
+            assert got == [r for r in plain if zrex.compile(r[1]).search(op[1])]
+            got.clear()
+
+
+def test_a_reader_cancelled_by_a_delivery_still_gets_that_message_only():
+    """A delivery that ends another reader's session: the message being delivered still
+    reaches it (its readers were fixed when it was matched), the next one does not."""
+    stream, got = Stream("s", {}), []
+    a, b = Client("a", "malamute"), Client("b", "malamute")
+    stream.add_reader(a, "", zrex.compile(""), lambda n, m: (got.append("a"),
+                                                             stream.remove_readers(b)))
+    stream.add_reader(b, "", zrex.compile(""), lambda n, m: got.append("b"))
+    stream.publish(message("x"))
+    stream.publish(message("x"))
+    assert got == ["a", "b", "a"]
+
+
 def test_many_identical_patterns_are_one_search():
     calls = []
 

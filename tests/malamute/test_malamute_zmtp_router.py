@@ -10,7 +10,8 @@ import uuid
 import pytest
 import pytest_twisted
 import zmq
-from twisted.internet import defer, endpoints, error, protocol, reactor
+from twisted.internet import defer, endpoints, error, protocol, reactor, task
+from twisted.internet.testing import StringTransport
 from twisted.python import failure
 
 from mqksbridge.bridge.outbox import FlushScheduler
@@ -180,6 +181,9 @@ async def test_echo_over_each_transport(door, dealers, kind, tmp_path):
     assert await recv(sock) == [b"re:a"]
     assert d.received[-1][1] == [b"a", b"", b"x" * 300]
     assert d.router.refused == 0
+    [conn] = d.router.peers.values()
+    if kind == "tcp":                # as libzmq: a small write never waits for an ACK
+        assert conn.transport.getHandle().getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
 
 
 @pytest_twisted.ensureDeferred
@@ -504,6 +508,25 @@ async def test_slow_dealer_pauses_flow_and_busy_after_high_water(door, dealers):
 
 
 # -- isolation -------------------------------------------------------------------------------------
+
+def test_each_fill_of_the_transport_allows_high_water_messages_again():
+    """busy, and offer's drop, count what was written since the transport filled this
+    time: after it drained and filled again a reader takes `high_water` copies again."""
+    router = ZmtpRouter(FlushScheduler(task.Clock()), lambda *a: None, lambda rid: None,
+                        high_water=3)
+    conn = router.buildProtocol(None)
+    conn.makeConnection(StringTransport())
+    conn.dataReceived(codec.GREETING + codec.ready("DEALER", b"r"))
+    assert router.link(b"r") is conn
+    for fill in range(3):
+        conn.outbox.pauseProducing()                  # the transport is full
+        assert [conn.offer([b"%d" % i]) for i in range(4)] == [True, True, True, None]
+        assert router.busy(b"r") and conn.busy()
+        conn.outbox.resumeProducing()                 # drained: written, not busy
+        assert not router.busy(b"r") and conn.offer([b"x"]) is True
+    conn.connectionLost(None)
+    assert conn.send([b"late"]) is False and conn.offer([b"late"]) is False
+
 
 @pytest_twisted.ensureDeferred
 async def test_a_door_that_raises_for_one_peer_costs_that_connection_only(door, dealers):

@@ -1,5 +1,6 @@
 """MQKS door over real loopback sockets: framing, errors, ping (specs/mqks.md sections 1 to 3)."""
 import re
+import socket
 
 import pytest_twisted
 
@@ -66,4 +67,15 @@ async def test_events_longer_than_max_event_are_refused(server):
     assert ERROR.match(await c.request("m2 publish --confirm " + "e" * 1025 + " x")).group(1) == "m2"
     assert ERROR.match(await c.request("m3 publish " + "e" * 1025 + " x")).group(1) == "m3"
     assert await c.request("p1 ping alive") == "p1 ok alive"
+    await c.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_connections_do_not_wait_for_delayed_acks(server):
+    """TCP_NODELAY: the outbox already writes once per reactor turn, so Nagle would only
+    hold a lone delivery back until the client's delayed ACK (tens of ms)."""
+    c = await server.mqks()
+    assert await c.request("p1 ping x") == "p1 ok x"
+    [conn] = server.doors["mqks"].connections
+    assert conn.transport.getHandle().getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
     await c.close()

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from mqksbridge.protocols.mqks.errors import MqksProtocolError, Reason
 from mqksbridge.protocols.mqks.requests import (
     fast_request, parse_ack, parse_consume, parse_eval, parse_publish, parse_rebind,
-    parse_request)
+    parse_request, plain_run)
 
 
 @pytest.mark.parametrize('line, expected', [
@@ -165,6 +165,25 @@ def test_mqks_fast_request_is_parse_request(line):
     else:
         assert action == b'ack'
         assert parse_ack(data) == (parts[2], None if parts[3] == b'--all' else parts[3])
+
+
+@settings(max_examples=400)
+@given(st.lists(LINE, min_size=1, max_size=12), st.data())
+def test_mqks_plain_run_is_fast_request_line_by_line(lines, data):
+    """A run holds what fast_request gives each of its lines, all of one action, and stops
+    at the first line fast_request does not take as that action."""
+    start = data.draw(st.integers(0, len(lines) - 1))
+    run, after = plain_run(lines, start)
+    first = fast_request(lines[start])
+    if first is None:
+        assert (run, after) == ([], start)
+        return
+    assert start < after <= len(lines)
+    assert run == [fast_request(line) for line in lines[start:after]]
+    assert {parts[1] for parts in run} == {first[1]}
+    if after < len(lines):
+        parts = fast_request(lines[after])
+        assert parts is None or parts[1] != first[1]
 
 
 @pytest.mark.parametrize('line, parts', [

@@ -245,3 +245,13 @@ async def test_garbage_after_handshake_never_hurts_the_broker_or_others(server, 
     assert await late.join("g") == 0
     for client in (victim, bystander, late):
         await client.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_connections_do_not_wait_for_delayed_acks(server):
+    """TCP_NODELAY, as on the other doors: the outbox writes once per reactor turn, so Nagle
+    would only hold a lone frame back until the client's delayed ACK."""
+    c = await server.twino(name="n", type="t")
+    [conn] = server.doors["twino"].connections
+    assert conn.transport.getHandle().getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    await c.close()
