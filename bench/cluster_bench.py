@@ -12,7 +12,9 @@ loopback ports), then runs, each client its own process over real sockets
   mqks-2gw     the publisher on gateway 1, the consumer on gateway 2;
   pika         a plain pika publisher (confirm mode, the same windows) and consumer
                (prefetch, ack per message) on a quorum queue of the same cluster;
-  *-lat        each of them again at a fixed moderate rate: publish-to-deliver p50/p99.
+  *-lat        each of them again at a fixed moderate rate: publish-to-deliver p50/p99;
+  twino-*      bench.twino_load's producer (no acks asked) and consumer, through the
+               Twino door of one gateway, then across the two at the fixed rate.
 
 Per run: messages/s (publisher's first send to the consumer's last delivery), CPU-us per
 message of the gateways (/proc, exact per thread), of the RabbitMQ nodes (every beam.smp)
@@ -142,6 +144,20 @@ class Bench:
                     self.args.size, self.args.window)
         return self._measure(pub, sub, n)
 
+    def twino(self, pub_gw, sub_gw, n, rate):
+        """bench.twino_load's producer (queue messages without asking for acks) and
+        consumer (joined to the channel) on queue `CHANNEL/1`."""
+        self.runs += 1
+        channel = f"tc{self.runs}"
+        sub = spawn("bench.twino_load", "consumer", sub_gw.twino, channel, n, "--latency")
+        if sub.stdout.readline().strip() != "ready":
+            raise SystemExit("Twino consumer did not start")
+        if pub_gw is not sub_gw:
+            await_consumer(self.rabbit, f"mqksbridge.q.{channel}/1")
+        pub = spawn("bench.twino_load", "producer", pub_gw.twino, channel, "1", n,
+                    self.args.size, rate)
+        return self._measure(pub, sub, n)
+
     def pika(self, n, rate):
         self.runs += 1
         queue = f"bench.pika{self.runs}"
@@ -163,13 +179,15 @@ class Bench:
         pub.stdin.flush()
         p, c = finish(pub), finish(sub)
         gw1, beam1 = self._cpu()
-        if c["count"] < n or p["confirmed"] < n:
+        if c["count"] < n or p.get("confirmed", n) < n:
             raise SystemExit(f"lost messages: {p} {c}")
         seconds = (c["last_ns"] - p["start_ns"]) / 1e9
         return {"messages": n, "seconds": round(seconds, 3), "msg_s": round(n / seconds),
                 "gateway_us_msg": round((gw1 - gw0) / n * 1e6, 1),
                 "rabbitmq_us_msg": round((beam1 - beam0) / n * 1e6, 1),
                 "clients_us_msg": round((p["cpu_s"] + c["cpu_s"]) / n * 1e6, 1),
+                "publisher_us_msg": round(p["cpu_s"] / n * 1e6, 1),
+                "consumer_us_msg": round(c["cpu_s"] / n * 1e6, 1),
                 "p50_us": round(c["p50_us"]), "p99_us": round(c["p99_us"]),
                 "load": round(load, 2)}
 
@@ -223,7 +241,9 @@ def main(argv=None):
                 ("mqks-2gw", lambda: bench.mqks(gw1, gw2, n, 0)),
                 ("mqks-1gw-lat", lambda: bench.mqks(gw1, gw1, lat_n, args.rate)),
                 ("pika-lat", lambda: bench.pika(lat_n, args.rate)),
-                ("mqks-2gw-lat", lambda: bench.mqks(gw1, gw2, lat_n, args.rate))]
+                ("mqks-2gw-lat", lambda: bench.mqks(gw1, gw2, lat_n, args.rate)),
+                ("twino-1gw", lambda: bench.twino(gw1, gw1, n, 0)),
+                ("twino-2gw-lat", lambda: bench.twino(gw1, gw2, lat_n, args.rate))]
         for name, run in plan:
             results[name] = run()
             print(name, json.dumps(results[name]), flush=True)
