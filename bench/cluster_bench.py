@@ -23,7 +23,7 @@ gateway CPU-second against messages per pika-client CPU-second, the gateway doin
 clients what the pika processes do for themselves (>= 0.8 wanted).
 
 Every node and gateway started is stopped on the way out, error or not.
-Results: bench/results/cluster-latest.json and cluster-latest.md.
+Results: bench/results/cluster-latest.json and .md (cluster-3nodes-latest.* with --nodes 3).
 """
 import argparse
 import json
@@ -37,6 +37,7 @@ import time
 
 from bench.processes import HERE, PY, ROOT, free_port, last_json
 from bench.procstat import cpu_ns, tree_cpu_seconds
+from bench.twino_bench import make_queue
 from mqksbridge.bridge.cluster.local import LocalCluster
 
 RUN_SECONDS = 120          # a run that takes longer is stuck: its processes are killed
@@ -146,9 +147,11 @@ class Bench:
 
     def twino(self, pub_gw, sub_gw, n, rate):
         """bench.twino_load's producer (queue messages without asking for acks) and
-        consumer (joined to the channel) on queue `CHANNEL/1`."""
+        consumer (joined to the channel) on queue `CHANNEL/1`, made round-robin: the
+        mode the cluster engine delivers."""
         self.runs += 1
         channel = f"tc{self.runs}"
+        make_queue(pub_gw.twino, channel, "round-robin", False)   # what the cluster consumes
         sub = spawn("bench.twino_load", "consumer", sub_gw.twino, channel, n, "--latency")
         if sub.stdout.readline().strip() != "ready":
             raise SystemExit("Twino consumer did not start")
@@ -177,7 +180,13 @@ class Bench:
         gw0, beam0 = self._cpu()
         pub.stdin.write("go\n")
         pub.stdin.flush()
-        p, c = finish(pub), finish(sub)
+        try:
+            p, c = finish(pub), finish(sub)
+        finally:
+            for proc in (pub, sub):
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
         gw1, beam1 = self._cpu()
         if c["count"] < n or p.get("confirmed", n) < n:
             raise SystemExit(f"lost messages: {p} {c}")
@@ -207,6 +216,9 @@ def markdown(report):
              "", "| run | msg/s | gateway us/msg | RabbitMQ us/msg | clients us/msg | "
              "p50 us | p99 us | load |", "|---|---|---|---|---|---|---|---|"]
     for name, r in report["runs"].items():
+        if "error" in r:
+            lines.append(f"| {name} | failed: {r['error']} |||||||")
+            continue
         lines.append(f"| {name} | {r['msg_s']} | {r['gateway_us_msg']} | "
                      f"{r['rabbitmq_us_msg']} | {r['clients_us_msg']} | {r['p50_us']} | "
                      f"{r['p99_us']} | {r['load']} |")
@@ -245,7 +257,11 @@ def main(argv=None):
                 ("twino-1gw", lambda: bench.twino(gw1, gw1, n, 0)),
                 ("twino-2gw-lat", lambda: bench.twino(gw1, gw2, lat_n, args.rate))]
         for name, run in plan:
-            results[name] = run()
+            try:
+                results[name] = run()
+            except (SystemExit, ValueError, IndexError) as failed:  # stuck, or no result:
+                                                                    # the others still count
+                results[name] = {"error": str(failed)}
             print(name, json.dumps(results[name]), flush=True)
     finally:
         for gw in gateways:
@@ -254,11 +270,13 @@ def main(argv=None):
     report = {"nodes": args.nodes, "messages": n, "size": args.size, "window": args.window,
               "rate": args.rate, "loadavg": [round(x, 2) for x in os.getloadavg()],
               "cpus": os.cpu_count(), "runs": results, "ratio": ratio(results)}
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "cluster-latest.json"), "w") as f:
+    stem = os.path.join(HERE, "results", "cluster-latest" if args.nodes == 1
+                        else f"cluster-{args.nodes}nodes-latest")
+    os.makedirs(os.path.dirname(stem), exist_ok=True)
+    with open(stem + ".json", "w") as f:
         json.dump(report, f, indent=1)
     table = markdown(report)
-    with open(os.path.join(HERE, "results", "cluster-latest.md"), "w") as f:
+    with open(stem + ".md", "w") as f:
         f.write(table)
     print(table)
     shutil.rmtree(directory, ignore_errors=True)
