@@ -151,7 +151,8 @@ class Bench:
         mode the cluster engine delivers."""
         self.runs += 1
         channel = f"tc{self.runs}"
-        make_queue(pub_gw.twino, channel, "round-robin", False)   # what the cluster consumes
+        for gw in {pub_gw, sub_gw}:      # round-robin: what the cluster engine consumes;
+            make_queue(gw.twino, channel, "round-robin", False)   # each gateway's own view
         sub = spawn("bench.twino_load", "consumer", sub_gw.twino, channel, n, "--latency")
         if sub.stdout.readline().strip() != "ready":
             raise SystemExit("Twino consumer did not start")
