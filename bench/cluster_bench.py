@@ -35,6 +35,8 @@ import sys
 import tempfile
 import time
 
+import pika
+
 from bench.processes import HERE, PY, ROOT, free_port, last_json
 from bench.procstat import cpu_ns, tree_cpu_seconds
 from bench.twino_bench import make_queue
@@ -105,7 +107,6 @@ def finish(proc):
 def await_consumer(rabbit, queue):
     """A consumer on another gateway is in place once RabbitMQ lists it (the gateway
     answers its client before its own round trips to RabbitMQ are done)."""
-    import pika
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         channel = rabbit.channel()
@@ -123,7 +124,6 @@ def await_consumer(rabbit, queue):
 
 class Bench:
     def __init__(self, cluster, gateways, args):
-        import pika
         self.cluster, self.gateways, self.args = cluster, gateways, args
         self.rabbit = pika.BlockingConnection(pika.URLParameters(cluster.urls()[0]))
         self.beams = [node.process.pid for node in cluster.nodes]
