@@ -206,7 +206,11 @@ class LocalCluster:
             for node in self.nodes:
                 self._spawn(node)
             self.save()
-            self._await(self.nodes, timeout)
+            failed = self._await(self.nodes, timeout, check=False)
+            if failed and self.nodes[0] not in failed:
+                self._reboot(failed, timeout)
+            elif failed:
+                raise ClusterError("\n".join(failed.values()))
             self.await_cluster(timeout=timeout)
         except BaseException:
             self.stop(kill=True)
@@ -270,19 +274,36 @@ class LocalCluster:
                                             start_new_session=True)
         node.pgid = node.process.pid
 
-    def _await(self, nodes, timeout):
+    def _await(self, nodes, timeout, check=True):
         """`rabbitmqctl wait` for every node at once: its pid file, its Erlang
-        distribution, then its applications (it gives up if the process dies)."""
+        distribution, then its applications (it gives up if the process dies). Raises
+        when one did not start; with `check=False`, returns {node: why} instead."""
         waits = [(node, self._ctl_process(node, "wait", node.pid_file, "--timeout",
                                           str(int(timeout))))
                  for node in nodes]
-        failed = []
+        failed = {}
         for node, process in waits:
             out, _ = process.communicate()
             if process.returncode != 0:
-                failed.append(f"{node.name} did not start:\n{out}\n{node.log_tail()}")
-        if failed:
-            raise ClusterError("\n".join(failed))
+                failed[node] = f"{node.name} did not start:\n{out}\n{node.log_tail()}"
+        if failed and check:
+            raise ClusterError("\n".join(failed.values()))
+        return failed
+
+    def _reboot(self, failed, timeout):
+        """Joining nodes that failed their first boot, started once more on an empty
+        database. Booting in parallel, a node that joins while the first one is still
+        creating the cluster's schema can stop with `schema_integrity_check_failed`
+        (seen on 3.10 under load); node 1 is up now, so the second join is sequential."""
+        for node in failed:
+            if node.process is not None:
+                _signal_group(node.pgid, signal.SIGKILL)
+                _wait_gone(node.pgid)
+                node.process.wait(30)
+            shutil.rmtree(os.path.join(node.directory, "mnesia"), ignore_errors=True)
+            self._spawn(node)
+        self.save()
+        self._await(list(failed), timeout)
 
     def await_cluster(self, nodes=None, timeout=BOOT_SECONDS):
         """Wait until `cluster_status` (asked of the first given node) lists every node of
