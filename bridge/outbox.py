@@ -39,6 +39,7 @@ connection on the turn's list is still flushed.
 """
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IPushProducer
+from twisted.internet.tcp import Connection
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -91,14 +92,16 @@ def write_now(transport, data):
     writable, the send, an epoll_ctl to stop, for every write. At low rates (a message per
     turn: a round trip) that is most of a message's latency and of the broker's CPU. What
     the socket does not take now, and everything while output is buffered, goes the
-    transport's way, in order; so does all output of a TLS or in-memory transport."""
-    send = getattr(transport, "writeSomeData", None)
-    if (send is None or transport.dataBuffer or transport._tempDataLen or transport.TLS
-            or not transport.connected or transport.disconnecting
-            or transport._writeDisconnected):
+    transport's way, in order; so does all output of a TLS or in-memory transport. Only a
+    TCP (or Unix) connection itself qualifies: a TLS transport wraps one and hands unknown
+    attributes such as `writeSomeData` on to it (ProtocolWrapper), which would put
+    plaintext on the socket."""
+    if (not isinstance(transport, Connection) or transport.dataBuffer
+            or transport._tempDataLen or transport.TLS or not transport.connected
+            or transport.disconnecting or transport._writeDisconnected):
         transport.write(data)
         return
-    sent = send(data)
+    sent = transport.writeSomeData(data)
     if sent.__class__ is not int:        # lost: the transport's own write path finds out
         transport.write(data)
     elif sent < len(data):
