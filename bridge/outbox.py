@@ -39,7 +39,6 @@ connection on the turn's list is still flushed.
 """
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IPushProducer
-from twisted.internet.tcp import Connection
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -83,29 +82,6 @@ def no_delay(transport):
     if isinstance(transport.getHost(), (IPv4Address, IPv6Address)) and hasattr(
             transport, "setTcpNoDelay"):
         transport.setTcpNoDelay(True)
-
-
-def write_now(transport, data):
-    """Hand `data` to the socket in this call when its transport holds nothing unsent (the
-    usual case), else to the transport. A Twisted transport's `write` only buffers and has
-    the reactor watch the socket: an epoll_ctl to start, a turn and an epoll_wait to find it
-    writable, the send, an epoll_ctl to stop, for every write. At low rates (a message per
-    turn: a round trip) that is most of a message's latency and of the broker's CPU. What
-    the socket does not take now, and everything while output is buffered, goes the
-    transport's way, in order; so does all output of a TLS or in-memory transport. Only a
-    TCP (or Unix) connection itself qualifies: a TLS transport wraps one and hands unknown
-    attributes such as `writeSomeData` on to it (ProtocolWrapper), which would put
-    plaintext on the socket."""
-    if (not isinstance(transport, Connection) or transport.dataBuffer
-            or transport._tempDataLen or transport.TLS or not transport.connected
-            or transport.disconnecting or transport._writeDisconnected):
-        transport.write(data)
-        return
-    sent = transport.writeSomeData(data)
-    if sent.__class__ is not int:        # lost: the transport's own write path finds out
-        transport.write(data)
-    elif sent < len(data):
-        transport.write(data[sent:])
 
 
 @implementer(IPushProducer)
@@ -204,7 +180,7 @@ class Outbox:
             self.parts = []
             self.pending = 0
             self.sent += len(data)
-            write_now(self.transport, data)
+            self.transport.write(data)
         if self.client.paused and not self.transport_paused:
             self.client.resume()
         input = self.input
