@@ -8,11 +8,12 @@ from twisted.internet import defer
 from zope.interface import implementer
 
 from mqksbridge.bridge.engine.interface import IEngine
+from mqksbridge.bridge.engine.verbs import ConsumerVerbs
 from mqksbridge.core.broker import Broker
 
 
 @implementer(IEngine)
-class EmbeddedEngine(Broker):
+class EmbeddedEngine(ConsumerVerbs, Broker):
     """core.broker.Broker as IEngine (bridge.engine.interface)."""
 
     def publish(self, queue, message, publisher=None, observer=None, confirm=False):
@@ -31,18 +32,3 @@ class EmbeddedEngine(Broker):
         confirmed = defer.Deferred()
         self.storage.when_stored(self.storage.appended, lambda: confirmed.callback(True))
         return confirmed
-
-    def consume(self, queue, consumer):
-        return self.add_consumer(queue, consumer)
-
-    def credit(self, consumer, n):
-        consumer.add_credit(n)
-
-    def settle(self, consumer, message_id, positive=True, reason=None):
-        return consumer.ack(message_id, positive, reason)
-
-    def requeue(self, consumer, message_id):
-        return consumer.reject(message_id)
-
-    def cancel(self, consumer):
-        self.remove_consumer(consumer)

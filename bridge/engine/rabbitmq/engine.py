@@ -16,6 +16,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from mqksbridge.bridge.engine.interface import IEngine
+from mqksbridge.bridge.engine.verbs import ConsumerVerbs
 from mqksbridge.bridge.engine.rabbitmq import envelope, topology
 from mqksbridge.bridge.engine.rabbitmq.connection import Connection
 from mqksbridge.bridge.engine.rabbitmq.queue import RemoteQueue
@@ -26,7 +27,7 @@ log = Logger(namespace="mqksbridge.cluster")
 
 
 @implementer(IEngine)
-class RabbitMQEngine(Broker):
+class RabbitMQEngine(ConsumerVerbs, Broker):
     """The core broker's model in this gateway, its queues in RabbitMQ.
 
     `urls`: the cluster's nodes (amqp://user:pass@host:port/vhost), tried in turn; `node`:
@@ -353,19 +354,3 @@ class RabbitMQEngine(Broker):
         if passed > self.storage.durable:
             self.storage.stored(passed)
             self._refused = {n for n in self._refused if n > passed}
-
-    # -- the verbs the embedded engine adds to the core's ------------------------------------
-    def consume(self, queue, consumer):
-        return self.add_consumer(queue, consumer)
-
-    def credit(self, consumer, n):
-        consumer.add_credit(n)
-
-    def settle(self, consumer, message_id, positive=True, reason=None):
-        return consumer.ack(message_id, positive, reason)
-
-    def requeue(self, consumer, message_id):
-        return consumer.reject(message_id)
-
-    def cancel(self, consumer):
-        self.remove_consumer(consumer)
