@@ -11,21 +11,12 @@ from hypothesis import given, settings, strategies as st
 
 from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
 from mqksbridge.core.queue import PUSH_ALL, ROUND_ROBIN
+from tests.support.inputs import Input
 
 SUBJECTS = ("a", "b", "c")
 QUEUES = ("q0", "q1", "q2")
 CLIENTS = 2
 READ_A = re.compile("a")
-
-
-class _Input:
-    """What core.flow pauses: a publisher's transport."""
-
-    def pauseProducing(self):
-        pass
-
-    def resumeProducing(self):
-        pass
 
 
 class World:
@@ -38,7 +29,7 @@ class World:
         self.stream = self.broker.stream("s")
         self.clients = [Client(f"cl{i}", "t") for i in range(CLIENTS)]
         self.publisher = Client("pub", "t")
-        self.publisher.input = _Input()
+        self.publisher.input = Input()
         self.consumers = []
         self.log = []                     # what the publisher hears
         self.got = {client: [] for client in self.clients}     # what each client gets

@@ -12,20 +12,11 @@ from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
 from mqksbridge.core.queue import (BROADCAST, CACHE, PAUSED, PULL, PUSH_ALL, ROUND_ROBIN,
                                    STOPPED)
 from mqksbridge.core.queues import round_robin
+from tests.support.inputs import Input
 
 SUBJECTS = ("a.1", "a.2", "b.1")
 FILTERS = (None, None, None, re.compile(r"^a\."), re.compile(r"1$"), re.compile("^b"))
 CLIENTS = 2
-
-
-class _Input:
-    """What core.flow pauses: a publisher's transport."""
-
-    def pauseProducing(self):
-        pass
-
-    def resumeProducing(self):
-        pass
 
 
 class World:
@@ -41,7 +32,7 @@ class World:
         self.consumers = []
         self.log = []
         self.publisher = Client("pub", "t")      # whose input a congested queue holds
-        self.publisher.input = _Input()
+        self.publisher.input = Input()
 
     def deliver(self, consumer, entry):
         self.log.append(("deliver", consumer.id, entry.message.id, entry.retry,
