@@ -1,6 +1,7 @@
 """The ZeroMQ ROUTER (bridge/malamute/zmtp_router.py) through real Twisted listeners
 (bridge/malamute/endpoints.py), with
-real libzmq DEALER sockets (pyzmq) on the other end, and a small echo door on ours.
+real libzmq DEALER sockets (pyzmq) on the other end, and a small echo door on ours. The
+slow-reader test uses a plain-socket DEALER instead (RawDealer says why).
 
 Nothing here blocks the reactor: DEALERs are polled with NOBLOCK between reactor turns.
 """
@@ -465,13 +466,58 @@ async def test_many_dealers_at_once(door, dealers):
 
 # -- flow control ----------------------------------------------------------------------------------
 
+class RawDealer:
+    """A DEALER on a plain socket, speaking ZMTP with our own codec: when it reads nothing,
+    nothing at all drains (libzmq's I/O thread keeps pulling from the kernel on its own,
+    so "the peer reads nothing" would only be true once that thread caught up)."""
+
+    def __init__(self, endpoint, rcvbuf):
+        host, port = endpoint[len("tcp://"):].rsplit(":", 1)
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)   # before connect
+        self.sock.connect((host, int(port)))
+        self.sock.setblocking(False)
+        self.zmtp = codec.Connection("DEALER")
+        self.got = []
+        self.sock.sendall(self.zmtp.preamble())
+
+    def send(self, *frames):
+        self.sock.sendall(codec.message(list(frames)))
+
+    def _messages(self):
+        """What has arrived, read without blocking."""
+        if not self.got:
+            try:
+                data = self.sock.recv(1 << 20)
+            except BlockingIOError:
+                return None
+            assert data, "the broker closed the connection"
+            self.got.extend(self.zmtp.receive_data(data))
+        return self.got
+
+    async def recv(self, timeout=10.0):
+        await until(self._messages, timeout, what="a message")
+        return self.got.pop(0)
+
+    def close(self):
+        self.sock.close()
+
+
 @pytest_twisted.ensureDeferred
-async def test_slow_dealer_pauses_flow_and_busy_after_high_water(door, dealers):
+async def test_slow_dealer_pauses_flow_and_busy_after_high_water(door):
     high_water = 5
     d = door(high_water=high_water)
     [bound] = await d.listen("tcp://127.0.0.1:*")
-    sock = dealers(bound, RCVHWM=1, RCVBUF=4096)
-    await echo(sock, b"slow")
+    dealer = RawDealer(bound, rcvbuf=4096)
+    try:
+        await _slow_dealer(d, dealer, high_water)
+    finally:
+        dealer.close()
+
+
+async def _slow_dealer(d, dealer, high_water):
+    dealer.send(b"slow")
+    assert await dealer.recv() == [b"re:slow"]
     rid = d.rid_of(b"slow")
     conn = d.router.peers[rid]
     conn.transport.getHandle().setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
@@ -479,7 +525,7 @@ async def test_slow_dealer_pauses_flow_and_busy_after_high_water(door, dealers):
     d.router.attach_client(rid, client)
     payload = b"p" * 65536
     sent = 0
-    # the DEALER reads nothing: send until the kernel and libzmq are full and stay so
+    # the DEALER reads nothing: send until the kernel is full and stays so
     while not (conn.gate.paused and conn.outbox.transport_paused):
         assert sent < 400, "the transport never filled"
         assert not d.router.busy(rid)
@@ -499,12 +545,13 @@ async def test_slow_dealer_pauses_flow_and_busy_after_high_water(door, dealers):
     for _ in range(20):                                  # still full turns later
         await turn()
     assert conn.gate.paused and client.paused and d.router.busy(rid)
-    got = [await recv(sock, 5) for _ in range(sent)]     # reading again: all, in order
+    got = [await dealer.recv() for _ in range(sent)]     # reading again: all, in order
     assert [m[0] for m in got] == [b"%d" % i for i in range(sent)]
     assert all(m[1] == payload for m in got)
     await until(lambda: not conn.gate.paused and not client.paused, what="resume")
     assert not d.router.busy(rid)
-    await echo(sock, b"fast again")
+    dealer.send(b"fast again")
+    assert await dealer.recv() == [b"re:fast again"]
 
 
 # -- isolation -------------------------------------------------------------------------------------
