@@ -20,6 +20,7 @@ from mqksbridge.bridge.engine.verbs import ConsumerVerbs
 from mqksbridge.bridge.engine.rabbitmq import envelope, topology
 from mqksbridge.bridge.engine.rabbitmq.connection import Connection
 from mqksbridge.bridge.engine.rabbitmq.queue import RemoteQueue
+from mqksbridge.bridge.engine.rabbitmq.readers import Tap, mark
 from mqksbridge.bridge.engine.rabbitmq.stream import RemoteStream
 from mqksbridge.core.broker import Broker
 
@@ -56,6 +57,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self._settling = {}            # stream name -> Deferreds of binds in flight
         self.confirms = 0              # publishes RabbitMQ answered (/metrics)
         self.confirm_seconds = 0.0     # their publish-to-answer times, summed
+        self.tap = Tap(self)           # what other gateways publish, for readers here
         self.connection.start()
 
     # -- connection -----------------------------------------------------------------------
@@ -80,6 +82,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         for stream in list(self.streams.values()):
             for name, subjects in stream.bindings.items():
                 self.bind(stream, name, sorted(subjects), ())
+        self.tap.opened(protocol)
         for queue in list(self.queues.values()):
             for subscription in queue.subscriptions.values():
                 subscription.reopen()
@@ -91,6 +94,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         """What was in flight is unknown: unconfirmed publishes are confirmed False,
         deliveries are forgotten (RabbitMQ hands them out again)."""
         self._publisher = self._declarer = None
+        self.tap.lost()
         for number in sorted(n for n, verdict in self._pending.items() if verdict is None):
             self._confirmed(number, False)
         for queue in self.queues.values():
@@ -138,8 +142,18 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         return stream
 
     def _declare_stream(self, stream):
-        self._track(stream, self._declarer.exchange_declare(
-            stream.exchange, exchange_type="direct", durable=True))
+        """The fanout exchange publishes go to, the direct one queues bind subjects on,
+        and the exchange-to-exchange binding between them (stream.py)."""
+        declarer = self._declarer
+        self._track(stream, declarer.exchange_declare(stream.exchange, exchange_type="fanout",
+                                                      durable=True))
+        self._track(stream, declarer.exchange_declare(stream.subjects, exchange_type="direct",
+                                                      durable=True))
+        self._track(stream, declarer.exchange_bind(stream.subjects, stream.exchange))
+
+    def settled(self, stream):
+        """A Deferred fired once the declares and binds of `stream` in flight are done."""
+        return defer.DeferredList(list(self._settling.get(stream.name, ())))
 
     def _track(self, stream, operation):
         """A declare or bind of `stream` in flight: its publishes wait for it (a publish
@@ -176,7 +190,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         if queue is None or self._declarer is None:
             return None
         verb = self._declarer.queue_bind if on else self._declarer.queue_unbind
-        return verb(queue.amqp_name, stream.exchange, routing_key=subject).addErrback(
+        return verb(queue.amqp_name, stream.subjects, routing_key=subject).addErrback(
             lambda f: log.failure("binding {queue} to {stream}", f, queue=queue.name,
                                   stream=stream.name))
 
@@ -186,11 +200,11 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         on a channel of its own, once the stream's exchange is declared (RabbitMQ closes the
         channel with 404 when no gateway has the queue yet: the binding then waits for this
         gateway to declare it, as in the core, where it routes once the queue exists)."""
-        yield defer.DeferredList(list(self._settling.get(stream.name, ())))
+        yield self.settled(stream)
         try:
             channel = yield self.open_channel()
             verb = channel.queue_bind if on else channel.queue_unbind
-            yield verb(self.names.queue(queue_name), stream.exchange, routing_key=subject)
+            yield verb(self.names.queue(queue_name), stream.subjects, routing_key=subject)
             channel.close()
         except pika.exceptions.ChannelClosedByBroker as refused:
             if refused.reply_code != 404:
@@ -198,15 +212,19 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         except Exception:
             log.failure("binding {queue} to {stream}", queue=queue_name, stream=stream.name)
 
-    def publish_to_stream(self, stream, message):
+    def publish_to_stream(self, stream, message, gateway=None):
         """One copy of `message` to the stream's exchange, through the barrier like every
-        publish (RabbitMQ drops it if no queue of any gateway is bound: not a refusal)."""
+        publish (RabbitMQ drops it if no queue of any gateway is bound: not a refusal);
+        `gateway`: this gateway's id in its headers, when its readers' queue may bring it
+        back here (readers.Tap skips it)."""
         if self._publisher is None:
             self.counters["refused"] += 1
             return False
         number = self.storage.append()
         self._pending[number] = None
         properties, body = envelope.encode(message, self.clock.now())
+        if gateway is not None:
+            mark(properties, gateway)
         flight = self._settling.get(stream.name)
         if flight:
             defer.DeferredList(list(flight)).addCallback(
