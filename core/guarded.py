@@ -67,14 +67,20 @@ def _count(consumer, delta):
                 c.queue.dispatch()
 
 
+def check_publish(stream_name, message, publisher):
+    """Denied unless `publisher` (a Client, or None: not checked) may publish `message` on
+    stream `stream_name` (its subject, its size)."""
+    if publisher is not None:
+        principal = publisher.principal
+        if principal is not None:
+            principal.check_subject(PUBLISH, stream_name, message.subject)
+            principal.check_size(message)
+
+
 class GuardedStream(Stream):
     def publish(self, message, publisher=None):
         """Stream.publish, for a publisher allowed this subject here (else Denied)."""
-        if publisher is not None:
-            principal = publisher.principal
-            if principal is not None:
-                principal.check_subject(PUBLISH, self.name, message.subject)
-                principal.check_size(message)
+        check_publish(self.name, message, publisher)
         return Stream.publish(self, message, publisher)
 
     def publish_run(self, messages, publisher=None):

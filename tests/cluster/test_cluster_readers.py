@@ -22,6 +22,7 @@ from twisted.internet import defer, reactor, task, threads
 from mqksbridge.bridge.clock import ReactorClock
 from mqksbridge.bridge.engine import Client, Consumer, Message
 from mqksbridge.bridge.engine.rabbitmq import RabbitMQEngine
+from mqksbridge.core.permissions import Denied, Principal, Rules
 from mqksbridge.protocols.malamute import zrex
 from tests.cluster.test_cluster_interop import DOORS, gateways, nets  # noqa: F401 (fixtures)
 from tests.interop.sides import MalamuteReader, unique
@@ -197,6 +198,57 @@ async def test_a_run_of_publishes_reaches_the_bound_queues(pair):
     await until(lambda: len(got) == 3, TIMEOUT, "the run", detail=lambda: got)
     assert got == ["m0", "m1", "m2"]
 
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_subject_no_routing_key_can_hold_is_routed_or_refused_never_stuck(pair):
+    """A subject longer than a routing key's 255 bytes is bound and published under a
+    digest of it, so it routes across gateways like any other. One that is not UTF-8 (an
+    MQKS event may be any bytes) cannot travel as AMQP text: its publish is refused, and
+    the confirmations of the gateway's later publishes are not held up by it."""
+    a, b = pair
+    await ready(a, b)
+    long = "long." + "x" * 300
+    inbox = b.queue("inbox")
+    b.stream("mqks").set_bindings("inbox", [long])
+    got = []
+    b.consume(inbox, Consumer("w", Client("c", "mqks"),
+                              lambda c, e: got.append((e.message.id, e.message.subject))))
+    await idle(b)
+    stream = a.stream("mqks")
+    stream.publish(Message("m0", long, (b"x",)))
+    stream.publish(Message("m1", "bad.\udcff", (b"x",)))
+    confirmed = await a.publish(a.queue("after"), Message("m2", "s", (b"x",)),
+                                confirm=True).addTimeout(TIMEOUT, reactor)
+    assert confirmed is True and a.counters["refused"] == 1
+    await until(lambda: got, TIMEOUT, "the long subject's message")
+    assert got == [("m0", long)]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_gateway_with_users_checks_a_stream_publish_before_sending_it(
+        rabbitmq_node):
+    """As core.guarded does: a publisher not allowed a subject is Denied, and nothing of
+    it reaches RabbitMQ (no publish, no confirmation waited for)."""
+    engine = RabbitMQEngine(ReactorClock(task.Clock()), rabbitmq_node.urls(), node="g",
+                            prefix=f"guarded-{uuid.uuid4().hex[:8]}.", replicas=1,
+                            reactor=reactor, guarded=True)
+    try:
+        await ready(engine)
+        stream = engine.stream("mqks")
+        bob = Client("bob", "mqks", principal=Principal(
+            "bob", Rules(publish=["stream:mqks:public.*"])))
+        sent = engine.storage.appended
+        with pytest.raises(Denied):
+            stream.publish(Message("m0", "secret.x", (b"x",)), bob)
+        assert engine.storage.appended == sent and stream.published == 0
+        stream.publish(Message("m1", "public.x", (b"x",)), bob)
+        assert engine.storage.appended == sent + 1
+    finally:
+        if engine._declarer is not None:
+            await engine._declarer.exchange_delete(engine.names.subjects("mqks"))
+            await engine._declarer.exchange_delete(engine.names.stream("mqks"))
+        await engine.stop()
 
 # -- through real gateways ---------------------------------------------------------------
 

@@ -190,7 +190,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         if queue is None or self._declarer is None:
             return None
         verb = self._declarer.queue_bind if on else self._declarer.queue_unbind
-        return verb(queue.amqp_name, stream.subjects, routing_key=subject).addErrback(
+        return verb(queue.amqp_name, stream.subjects,
+                    routing_key=topology.routing_key(subject)).addErrback(
             lambda f: log.failure("binding {queue} to {stream}", f, queue=queue.name,
                                   stream=stream.name))
 
@@ -204,7 +205,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         try:
             channel = yield self.open_channel()
             verb = channel.queue_bind if on else channel.queue_unbind
-            yield verb(self.names.queue(queue_name), stream.subjects, routing_key=subject)
+            yield verb(self.names.queue(queue_name), stream.subjects,
+                       routing_key=topology.routing_key(subject))
             channel.close()
         except pika.exceptions.ChannelClosedByBroker as refused:
             if refused.reply_code != 404:
@@ -220,18 +222,22 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         if self._publisher is None:
             self.counters["refused"] += 1
             return False
-        number = self.storage.append()
-        self._pending[number] = None
-        properties, body = envelope.encode(message, self.clock.now())
+        try:
+            properties, body = envelope.encode(message, self.clock.now())
+        except ValueError:           # text AMQP cannot carry: refused, the barrier unharmed
+            self.counters["refused"] += 1
+            return False
         if gateway is not None:
             mark(properties, gateway)
+        key = topology.routing_key(message.subject)
+        number = self.storage.append()
+        self._pending[number] = None
         flight = self._settling.get(stream.name)
         if flight:
             defer.DeferredList(list(flight)).addCallback(
-                lambda _: self._send_to(stream.exchange, message.subject, number,
-                                        properties, body, False))
+                lambda _: self._send_to(stream.exchange, key, number, properties, body, False))
         else:
-            self._send_to(stream.exchange, message.subject, number, properties, body, False)
+            self._send_to(stream.exchange, key, number, properties, body, False)
         return True
 
     def arguments_of(self, queue):

@@ -10,6 +10,7 @@ that holds them, as in the core; what other gateways publish reaches them throug
 gateway's readers' queue (readers.Tap), bound to the fanout exchange while the stream
 has some here.
 """
+from mqksbridge.core.guarded import check_publish
 from mqksbridge.core.stream import Stream
 
 
@@ -57,7 +58,10 @@ class RemoteStream(Stream):
         """One copy to the exchange for the exact bindings and the readers of every
         gateway, then this gateway's router bindings and readers as the core does.
         Returns the copies this gateway can count: its own bound queues, routers and
-        readers (other gateways' are out of its sight)."""
+        readers (other gateways' are out of its sight). With users, Denied (before
+        anything is sent) unless the publisher may publish it, as core.guarded checks."""
+        if self.engine.guarded:
+            check_publish(self.name, message, publisher)      # before anything is sent
         bound = len(self.exact.get(message.subject, ()))
         here = self.engine.tap.gateway if self._readers or self.routed else None
         sent = self.engine.publish_to_stream(self, message, here)

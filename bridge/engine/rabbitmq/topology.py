@@ -11,6 +11,7 @@ the ack timeout, a door's arguments) ride along under `x-mqksbridge-`, so that a
 learning of a queue another gateway declared reads back the same options
 (`options_from`).
 """
+import hashlib
 import json
 
 from mqksbridge.core.limits import DEAD_LETTER, REJECT
@@ -57,6 +58,20 @@ class Names:
     def readers(self, gateway):
         """The queue that brings a gateway the streams its readers read."""
         return f"{self.prefix}r.{gateway}"
+
+
+def routing_key(subject):
+    """The routing key a subject is published and bound with: the subject itself, or,
+    when it cannot be one (longer than an AMQP short string's 255 bytes, or not UTF-8:
+    an MQKS event may be any bytes), a digest of it, the same on every gateway. The
+    subject itself travels in the message (envelope)."""
+    try:
+        raw = subject.encode("utf-8")
+        if len(raw) <= 255:
+            return subject
+    except UnicodeEncodeError:
+        raw = subject.encode("utf-8", "surrogateescape")
+    return "x-mqksbridge-sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 def queue_arguments(names, name, options, replicas, attrs=None):
