@@ -297,16 +297,18 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             queue.count = frame.method.message_count
 
     def busy(self):
-        """Whether a publish waits for its confirm or a consumer's basic.consume or
-        cancel is in flight."""
-        return bool(self.unconfirmed()) or bool(self._settling) or any(
-            s.busy for q in self.queues.values() for s in q.subscriptions.values())
+        """Whether a publish waits for its confirm, or a consumer's basic.consume or
+        cancel or a readers' queue bind is in flight."""
+        return bool(self.unconfirmed()) or bool(self._settling) or bool(self.tap.pending) \
+            or any(s.busy for q in self.queues.values() for s in q.subscriptions.values())
 
     @defer.inlineCallbacks
     def barrier(self):
-        """Once nothing is busy: the lengths read again, then a round trip on every
-        consumer's channel, so that what RabbitMQ counted as handed out has arrived."""
+        """Once nothing is busy: the lengths read again, then a round trip on the readers'
+        queue's channel and every consumer's, so that what RabbitMQ counted as handed out
+        has arrived."""
         yield self.refresh()
+        yield self.tap.round_trip()
         for queue in list(self.queues.values()):
             for subscription in list(queue.subscriptions.values()):
                 yield subscription.round_trip()

@@ -56,13 +56,16 @@ class Tap:
         self.channel = None
         self.bound = set()             # streams whose exchange the queue is bound to
         self.received = self.skipped = 0
+        self.pending = 0                   # binds and unbinds waiting or in flight
         self._turn = defer.succeed(None)   # the bind or unbind in progress, then the next
+        self._connection = 0               # which connection `pending` counts for
         self._acked = None                 # (channel, last tag) to ack this turn, or None
 
     @defer.inlineCallbacks
     def opened(self, protocol):
         """A new connection: the queue declared and consumed, the streams bound again."""
         self.channel, self.bound, self._turn = None, set(), defer.succeed(None)
+        self.pending, self._connection = 0, self._connection + 1
         try:
             channel = yield protocol.channel()
             yield channel.queue_declare(self.queue, exclusive=True, auto_delete=True,
@@ -85,7 +88,13 @@ class Tap:
     def watch(self, stream):
         if self.channel is None:
             return              # bound when the connection comes
-        self._turn.addCallback(lambda _: self._sync(stream))
+        self.pending += 1
+        self._turn.addCallback(lambda _: self._sync(stream)).addCallback(
+            self._synced, self._connection)
+
+    def _synced(self, _, connection):
+        if connection == self._connection:
+            self.pending -= 1
 
     @defer.inlineCallbacks
     def _sync(self, stream):
@@ -103,6 +112,14 @@ class Tap:
                 self.bound.discard(stream.name)
         except Exception:
             log.failure("binding the readers' queue to {stream}", stream=stream.name)
+
+    def round_trip(self):
+        """A Deferred fired once RabbitMQ answered a request on the queue's channel: what
+        the queue held before has been delivered by then (engine.barrier)."""
+        channel = self.channel
+        if channel is None or not channel.is_open:
+            return defer.succeed(None)
+        return channel.queue_declare(self.queue, passive=True)
 
     # -- receiving ------------------------------------------------------------------------
     def _next(self, channel, deliveries):
