@@ -250,6 +250,28 @@ async def test_a_gateway_with_users_checks_a_stream_publish_before_sending_it(
             await engine._declarer.exchange_delete(engine.names.stream("mqks"))
         await engine.stop()
 
+
+@pytest_twisted.ensureDeferred
+async def test_a_reader_reads_on_once_its_gateway_connected_again(pair, rabbitmq_node):
+    """The connections go (RabbitMQ closes them): the readers' queue goes with B's, and
+    once B is connected again its queue is declared and bound anew, so the reader there
+    gets what A publishes from then on."""
+    a, b = pair
+    await ready(a, b)
+    _, far = reader(b, "events", "^x$")
+    await bound(b, "events")
+    first, old = b.tap.queue, {a.connection.protocol, b.connection.protocol}
+    await threads.deferToThread(rabbitmq_node.ctl, 1, "close_all_connections", "--global",
+                                "test")
+    await until(lambda: not {a.connection.protocol, b.connection.protocol} & (old | {None}),
+                TIMEOUT, "both connected again")
+    await ready(a, b)
+    await bound(b, "events")
+    assert b.tap.queue == first                # the same name, declared again
+    a.stream("events").publish(Message("after", "x", (b"x",)))
+    await until(lambda: far == [("x", "after")], TIMEOUT, "the publish after",
+                detail=lambda: far)
+
 # -- through real gateways ---------------------------------------------------------------
 
 class Taps:
