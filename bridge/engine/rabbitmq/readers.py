@@ -23,6 +23,7 @@ published while it was away.
 import secrets
 
 from twisted.internet import defer
+from twisted.python.failure import Failure
 from twisted.logger import Logger
 
 from mqksbridge.bridge.engine.rabbitmq import envelope
@@ -89,12 +90,14 @@ class Tap:
         if self.channel is None:
             return              # bound when the connection comes
         self.pending += 1
-        self._turn.addCallback(lambda _: self._sync(stream)).addCallback(
+        self._turn.addCallback(lambda _: self._sync(stream)).addBoth(
             self._synced, self._connection)
 
-    def _synced(self, _, connection):
+    def _synced(self, result, connection):
         if connection == self._connection:
             self.pending -= 1
+        if isinstance(result, Failure):
+            log.failure("binding the readers' queue", result)
 
     @defer.inlineCallbacks
     def _sync(self, stream):

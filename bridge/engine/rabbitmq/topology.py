@@ -5,11 +5,11 @@ quorum queue, replicated on `replicas` nodes (Raft: a publish is confirmed once 
 has it on disk), named `<prefix>q.<name>` and reached through the default exchange. Each
 stream is a fanout exchange `<prefix>s.<name>` (what publishers publish to) bound to a
 direct exchange `<prefix>b.<name>` (where queues bind exact subjects); a gateway's stream
-readers take the whole stream through its queue `<prefix>r.<gateway>` (readers.py). The core's queue options become RabbitMQ's
-own arguments where RabbitMQ enforces the rule itself, and the rest (the delivery mode,
-the ack timeout, a door's arguments) ride along under `x-mqksbridge-`, so that a gateway
-learning of a queue another gateway declared reads back the same options
-(`options_from`).
+readers take the whole stream through its queue `<prefix>r.<gateway>` (readers.py). The
+core's queue options become RabbitMQ's own arguments where RabbitMQ enforces the rule
+itself, and the rest (the delivery mode, the ack timeout, a door's arguments) ride along
+under `x-mqksbridge-`, so that a gateway learning of a queue another gateway declared
+reads back the same options (`options_from`).
 """
 import hashlib
 import json
