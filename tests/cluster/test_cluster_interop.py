@@ -57,8 +57,18 @@ class Rabbit:
         self.cluster = cluster
         self.connection = pika.BlockingConnection(pika.URLParameters(cluster.urls()[0]))
 
+    def channel(self):
+        """A channel, on a new connection if RabbitMQ closed the last one (a blocking
+        connection idle through tests that only ask rabbitmqctl misses its heartbeats)."""
+        try:
+            return self.connection.channel()
+        except pika.exceptions.AMQPError:
+            self.connection = pika.BlockingConnection(
+                pika.URLParameters(self.cluster.urls()[0]))
+            return self.connection.channel()
+
     def consumers(self, queue):
-        channel = self.connection.channel()
+        channel = self.channel()
         try:
             return channel.queue_declare("mqksbridge.q." + queue, passive=True) \
                 .method.consumer_count
@@ -92,7 +102,8 @@ class Rabbit:
         wait_until(bound, 60, f"{n} gateways reading mqks", step=0.2)
 
     def close(self):
-        self.connection.close()
+        if self.connection.is_open:
+            self.connection.close()
 
 
 @pytest.fixture(scope="module")
