@@ -15,15 +15,16 @@ doors publishing with confirmation and consuming with manual acks (docs/cluster.
   kill), then one no gateway is connected to (the gateways do not even notice); quorum
   queues keep serving and no confirmed message is lost. The node restarts and catches up:
   every replica of the test's queues is online again with the leader's log (quorum_status).
-- A stream publish bound to several queues is confirmed only once every queue confirmed it:
-  with a bound queue whose only replica is on the dead node, the confirmation waits for
-  that node while the other queue's consumer has the message already.
+- A stream publish routed to several queues: RabbitMQ acks it once every queue took it and
+  nacks it when one cannot; the MQKS client is still told ok then (a strict expected
+  failure until the doors can carry a late refusal).
 
 Known RabbitMQ 3.10.8 behaviour, asserted as documented: deliveries held under a
 *cancelled* basic.consume (the gateway cancels a credited consumer's, e.g. a TextQueue
 file's, before each settle) whose channel was on the killed node stay checked out by that
-ghost consumer, even after the node is back, until the queue's leader changes (here:
-`ra:transfer_leadership`); then they come again with retry + 1.
+ghost consumer while the node is down; they come again with retry + 1 once it is back when
+it led the queue, else at the latest when the queue's leader changes (here:
+`ra:transfer_leadership`).
 """
 import json
 import os
@@ -459,8 +460,9 @@ def test_the_node_a_gateway_is_connected_to_dies_and_comes_back(rabbitmq_cluster
     (same gateway), every confirmed message is delivered, MQKS and Twino deliveries held
     come again with retry + 1. A TextQueue file's held records sit under a cancelled
     basic.consume (it settled one): RabbitMQ 3.10.8 keeps those checked out by the ghost
-    consumer, after the node's return too, until the queue's leader changes; then the file
-    gets them again, retry 1. The node comes back and every replica catches up."""
+    consumer while the node is down; then the file gets them again, retry 1, once the node
+    is back (it led the queue) or the queue's leader changes. The node comes back and every
+    replica catches up."""
     cluster = rabbitmq_cluster
     gw1, gw2 = gateways
     node2, node3 = cluster.node(2), cluster.node(3)
