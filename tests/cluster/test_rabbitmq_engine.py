@@ -81,7 +81,8 @@ async def test_a_lost_connection_comes_back_and_what_was_held_is_handed_out_agai
         rabbitmq_node):
     """RabbitMQ closes the gateway's connection (the node lives): the engine connects
     again, its consumer consumes again, and what it held unacked comes back with
-    retry + 1; a publish while it is away is refused (confirmed False), not lost silently."""
+    retry + 1; a publish while it is away is held and confirmed once RabbitMQ took it on
+    the new connection (never confirmed before: a door's confirmation is RabbitMQ's)."""
     engine = RabbitMQEngine(ReactorClock(task.Clock()), rabbitmq_node.urls(), node="gw1",
                             prefix=f"reconnect-{uuid.uuid4().hex[:8]}.", replicas=1,
                             reactor=reactor)
@@ -111,17 +112,19 @@ async def test_a_lost_connection_comes_back_and_what_was_held_is_handed_out_agai
         await threads.deferToThread(rabbitmq_node.ctl, 1, "close_all_connections",
                                      "--global", "test")
         await until(lambda: lost, TIMEOUT, "the connection lost")
-        refused = []
+        verdict = []
         engine.publish(jobs, Message("away", "s", (b"x",)), confirm=True).addCallback(
-            refused.append)
-        assert refused == [False]
+            verdict.append)
+        assert verdict == [] and engine.unconfirmed() == 1      # held, not confirmed
         await until(lambda: engine.ready().called, TIMEOUT, "the engine connected again")
-        await until(lambda: len(got) == 5, TIMEOUT, "m1 and m2 again", detail=lambda: got)
-        assert sorted(got[3:]) == [("m1", 1), ("m2", 1)]
-        assert sorted(worker.unacked) == ["m1", "m2"]
-        assert engine.settle(worker, "m1") and engine.settle(worker, "m2")
+        await until(lambda: len(got) == 6, TIMEOUT, "m1, m2 again and the held one",
+                    detail=lambda: got)
+        assert verdict == [True]
+        assert sorted(got[3:]) == [("away", 0), ("m1", 1), ("m2", 1)]
+        assert sorted(worker.unacked) == ["away", "m1", "m2"]
+        assert all(engine.settle(worker, mid) for mid in ("m1", "m2", "away"))
         await idle(engine)
-        assert len(jobs) == 0 and len(got) == 5
+        assert len(jobs) == 0 and len(got) == 6
     finally:
         declarer = engine._declarer
         if declarer is not None:

@@ -7,8 +7,10 @@ channel in confirm mode; every publish takes the next number of the storage barr
 (core.storage), and the barrier moves past a number once RabbitMQ confirmed it and every
 earlier one, so confirmations come out in publish order whatever order RabbitMQ acks in,
 and a door's batched barrier works unchanged. A publish RabbitMQ refuses (nack: a full
-queue that rejects publishes; an unroutable return; a connection lost before the ack) is
-confirmed False.
+queue that rejects publishes; an unroutable return) is confirmed False. A publish RabbitMQ has not answered when the connection goes, or made
+while there is none, is held and sent on the next connection (at least once: the first
+copy may have got in; the message id tells them apart), so the barrier never passes a
+publish RabbitMQ did not take: a door's confirmation is RabbitMQ's publisher confirm.
 """
 import pika.exceptions
 from twisted.internet import defer
@@ -25,6 +27,10 @@ from mqksbridge.bridge.engine.rabbitmq.stream import RemoteStream
 from mqksbridge.core.broker import Broker
 
 log = Logger(namespace="mqksbridge.cluster")
+
+MAX_HELD = 100_000   # publishes held for the next connection at most; more are refused
+_REFUSALS = (pika.exceptions.NackError, pika.exceptions.UnroutableError,
+             pika.exceptions.ChannelClosedByBroker)   # RabbitMQ's verdicts, not a lost link
 
 
 @implementer(IEngine)
@@ -49,7 +55,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
                                      name=f"mqksbridge {node}")
         self._publisher = None         # the confirm-mode channel
         self._declarer = None          # the channel declares and counts go on
-        self._sent = {}                # AMQP publish number -> barrier number, on the channel
+        self._held = {}                # barrier number -> publish, for the next connection
+        self._flying = {}              # barrier number -> publish sent, not answered yet
         self._pending = {}             # barrier number -> None (waiting) or verdict
         self._refused = set()          # barrier numbers RabbitMQ refused
         self._ready = []
@@ -86,19 +93,21 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         for queue in list(self.queues.values()):
             for subscription in queue.subscriptions.values():
                 subscription.reopen()
+        self._send_held()
         ready, self._ready = self._ready, []
         for waiting in ready:
             waiting.callback(self)
 
     def _lost(self, reason):
-        """What was in flight is unknown: unconfirmed publishes are confirmed False,
-        deliveries are forgotten (RabbitMQ hands them out again)."""
+        """What was in flight is unknown: unconfirmed publishes are held for the next
+        connection (pika fails each, `_failed`), deliveries are forgotten (RabbitMQ hands
+        them out again)."""
         self._publisher = self._declarer = None
         self.tap.lost()
-        for number in sorted(n for n, verdict in self._pending.items() if verdict is None):
-            self._confirmed(number, False)
         for queue in self.queues.values():
-            queue.declared = defer.Deferred()
+            declaring, queue.declared = queue.declared, defer.Deferred()
+            if not declaring.called:     # publishes waiting for it wait for the next one
+                queue.when_declared().addCallback(declaring.callback)
             for consumer in queue.consumers:
                 if consumer.manual_ack:
                     queue.outstanding -= len(consumer.unacked)
@@ -219,7 +228,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         publish (RabbitMQ drops it if no queue of any gateway is bound: not a refusal);
         `gateway`: this gateway's id in its headers, when its readers' queue may bring it
         back here (readers.Tap skips it)."""
-        if self._publisher is None:
+        if self._full():
             self.counters["refused"] += 1
             return False
         try:
@@ -271,6 +280,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             if channel.is_open:
                 channel.close()
         except Exception:
+            if not protocol.is_open:     # lost: _lost hands `declared` on to the next
+                return
             log.failure("declaring {queue} on the cluster", queue=queue.name)
         if not declared.called:
             declared.callback(ok)        # None: its publishes are refused
@@ -324,7 +335,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         queue confirms once a majority of its replicas has the message on disk)."""
         if isinstance(queue, str):
             queue = self.queue(queue)
-        if queue.refusal(message) is not None or self._publisher is None:
+        if queue.refusal(message) is not None or self._full():
             queue.dropped += 1
             self.counters["refused"] += 1
             return defer.succeed(False) if confirm else False
@@ -348,21 +359,54 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         return queue
 
     def _send_to(self, exchange, key, number, properties, body, mandatory):
-        """basic.publish, its confirm (or a lost channel's failure) the verdict of
-        `number`; `mandatory`: a message no queue takes is refused."""
+        """basic.publish, its confirm the verdict of `number` (a nack or, `mandatory`, a
+        message no queue takes: refused); without a connection it is held for the next."""
+        publish = (exchange, key, properties, body, mandatory)
         channel = self._publisher
         if channel is None:
-            self._confirmed(number, False)
+            self._held[number] = publish
             return
+        self._flying[number] = publish
         sent = self.reactor.seconds()
         acked = channel.basic_publish(exchange, key, body, properties, mandatory=mandatory)
-        acked.addCallbacks(self._answered, self._answered, (number, True, sent), None,
-                           (number, False, sent))
+        acked.addCallbacks(self._answered, self._failed, (number, sent), None, (number, sent))
 
-    def _answered(self, _, number, ok, sent):
+    def _answered(self, _, number, sent, ok=True):
+        self._flying.pop(number, None)
         self.confirms += 1
         self.confirm_seconds += self.reactor.seconds() - sent
         self._confirmed(number, ok)
+
+    def _failed(self, failure, number, sent):
+        """A refusal is the verdict; a connection lost before the answer holds the
+        publish for the next connection (RabbitMQ may or may not have it)."""
+        if failure.check(*_REFUSALS):
+            return self._answered(None, number, sent, False)
+        publish = self._flying.pop(number, None)
+        if publish is not None:
+            self._held[number] = publish
+            if self._publisher is not None and self._publisher.is_open:   # a new one
+                self._send_held()
+        return None
+
+    def _send_held(self):
+        """On a new connection: the held publishes, in order, once the streams' exchanges
+        are declared again."""
+        held, self._held = self._held, {}
+        flight = [d for ds in self._settling.values() for d in ds]
+
+        def send(_=None):
+            for number in sorted(held):
+                exchange, key, properties, body, mandatory = held[number]
+                self._send_to(exchange, key, number, properties, body, mandatory)
+        if flight:
+            defer.DeferredList(flight).addCallback(send)
+        else:
+            send()
+
+    def _full(self):
+        """Whether no more publishes can be held while the connection is down."""
+        return self._publisher is None and self.unconfirmed() >= MAX_HELD
 
     def _confirmed(self, number, ok):
         """RabbitMQ's verdict on publish `number`; the barrier moves past every number
