@@ -619,7 +619,7 @@ def test_a_stream_publish_a_bound_queue_refused_is_not_confirmed(rabbitmq_cluste
     channel = connection.channel()
     channel.queue_declare(QUEUE_PREFIX + refuser, durable=True, arguments={
         "x-queue-type": "quorum", "x-max-length": 0, "x-overflow": "reject-publish"})
-    channel.queue_bind(QUEUE_PREFIX + refuser, "mqksbridge.s.mqks", routing_key=subject)
+    channel.queue_bind(QUEUE_PREFIX + refuser, "mqksbridge.b.mqks", routing_key=subject)
     wait_bound(cluster, subject, 2)
     try:
         pub = MqksClient(*gw1.mqks(), timeout=WAIT)
