@@ -32,11 +32,7 @@ class GuardedQueue(Queue):
 
     def put_message(self, message, observer=None, publisher=None):
         """Queue.put_message, for a publisher allowed to publish here (else Denied)."""
-        if publisher is not None:
-            principal = publisher.principal
-            if principal is not None:
-                principal.check(PUBLISH, QUEUE, self.name)
-                principal.check_size(message)
+        check_put(self.name, message, publisher)
         return Queue.put_message(self, message, observer, publisher)
 
 
@@ -65,6 +61,16 @@ def _count(consumer, delta):
         for c in held:
             if c.queue is not None:
                 c.queue.dispatch()
+
+
+def check_put(queue_name, message, publisher):
+    """Denied unless `publisher` (a Client, or None: not checked) may put `message` on
+    queue `queue_name` (its name, its size)."""
+    if publisher is not None:
+        principal = publisher.principal
+        if principal is not None:
+            principal.check(PUBLISH, QUEUE, queue_name)
+            principal.check_size(message)
 
 
 def check_publish(stream_name, message, publisher):
