@@ -294,3 +294,32 @@ async def test_a_gateway_with_users_checks_a_queue_put_before_sending_it(rabbitm
             engine.delete_queue(name)
         await idle(engine)
         await engine.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_message_amqp_cannot_carry_is_refused_and_never_holds_the_others(
+        rabbitmq_node):
+    """Text that is not UTF-8 (an MQKS event or header may be any bytes): a subject is
+    refused before the publish takes its place in the confirmation order, a header value
+    when pika cannot marshal it; either way the confirmations after it still come."""
+    engine = RabbitMQEngine(ReactorClock(task.Clock()), rabbitmq_node.urls(), node="g",
+                            prefix=f"utf8-{uuid.uuid4().hex[:8]}.", replicas=1,
+                            reactor=reactor)
+    await engine.ready().addTimeout(TIMEOUT, reactor)
+    try:
+        jobs = engine.queue("jobs")
+        bad = "\udcff"                                    # a byte 0xff, surrogate-escaped
+        verdicts = await defer.gatherResults([
+            engine.publish(jobs, Message("m0", "s", (b"x",)), confirm=True),
+            engine.publish(jobs, Message("m1", "s" + bad, (b"x",)), confirm=True),
+            engine.publish(jobs, Message("m2", "s", (b"x",), {"h": bad}), confirm=True),
+            engine.publish(jobs, Message("m3", "s", (b"x",)), confirm=True),
+        ]).addTimeout(TIMEOUT, reactor)
+        assert verdicts == [True, False, False, True]
+        assert engine.counters["refused"] == 2
+        await idle(engine)
+        assert len(jobs) == 2
+    finally:
+        engine.delete_queue("jobs")
+        await idle(engine)
+        await engine.stop()

@@ -335,21 +335,32 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         queue confirms once a majority of its replicas has the message on disk)."""
         if isinstance(queue, str):
             queue = self.queue(queue)
-        if queue.refusal(message) is not None or self._full():
+        encoded = None
+        if queue.refusal(message) is None and not self._full():
+            encoded = self._encode(message)
+        if encoded is None:
             queue.dropped += 1
             self.counters["refused"] += 1
             return defer.succeed(False) if confirm else False
         queue.received += 1
         number = self.storage.append()
         self._pending[number] = None
-        properties, body = envelope.encode(message, self.clock.now())
-        queue.declared.addCallback(self._send, number, properties, body)
+        queue.declared.addCallback(self._send, number, *encoded)
         if not confirm:
             return True
         confirmed = defer.Deferred()
         self.storage.when_stored(number, lambda: confirmed.callback(
             number not in self._refused))
         return confirmed
+
+    def _encode(self, message):
+        """(properties, body), or None when AMQP cannot carry the message (text that is
+        not UTF-8: an MQKS event may be any bytes). Before the publish takes its place in
+        the confirmation order: one that raised after would hold every later one."""
+        try:
+            return envelope.encode(message, self.clock.now())
+        except UnicodeError:
+            return None
 
     def _send(self, queue, number, properties, body):
         if queue is None:
@@ -368,7 +379,12 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             return
         self._flying[number] = publish
         sent = self.reactor.seconds()
-        acked = channel.basic_publish(exchange, key, body, properties, mandatory=mandatory)
+        try:
+            acked = channel.basic_publish(exchange, key, body, properties,
+                                          mandatory=mandatory)
+        except (UnicodeError, TypeError, ValueError):   # a header value AMQP cannot carry
+            log.failure("publish {number} cannot be sent: refused", number=number)
+            return self._answered(None, number, sent, False)
         acked.addCallbacks(self._answered, self._failed, (number, sent), None, (number, sent))
 
     def _answered(self, _, number, sent, ok=True):
