@@ -37,6 +37,9 @@ A failure while making or handing over one connection's output (a converter bug 
 connection is closed (`lose`, by default the transport's loseConnection) and every other
 connection on the turn's list is still flushed.
 """
+import itertools
+from operator import attrgetter
+
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IPushProducer
 from twisted.logger import Logger
@@ -46,18 +49,31 @@ from mqksbridge.bridge.inputs import OUTPUT
 
 log = Logger(namespace="mqksbridge.outbox")
 
+_ORDER = attrgetter("order")
 OVER_LIMIT = 8                           # Twino: output cut off at 8 x the high-water mark
 
 
 class FlushScheduler:
     """One callLater(0) per reactor turn, flushing every connection marked dirty. What is
-    marked has `flush()` and `failed()` (called when its flush raises: it closes that one)."""
+    marked has `flush()`, `failed()` (called when its flush raises: it closes that one)
+    and `order`, taken from `enrol()` when it was made.
+
+    A turn flushes in `order`, not in the order things were marked: a flush can change
+    what another connection sees next (it resumes a paused client, which takes messages
+    from a queue; it releases held input, whose kept requests then run), so two ways of
+    doing the same work that mark connections in another order (a run of publishes,
+    delivered queue by queue, and the same publishes one by one) must still flush alike."""
 
     def __init__(self, reactor):
         self._reactor = reactor
         self.seconds = reactor.seconds
         self._dirty = []
         self._call = None
+        self._enrolled = itertools.count()
+
+    def enrol(self):
+        """The flush order of a new connection's output: the order it was made in."""
+        return next(self._enrolled)
 
     def mark(self, outbox):
         self._dirty.append(outbox)
@@ -68,6 +84,8 @@ class FlushScheduler:
         self._call = None
         while self._dirty:
             dirty, self._dirty = self._dirty, []
+            if len(dirty) > 1:
+                dirty.sort(key=_ORDER)
             for outbox in dirty:
                 try:
                     outbox.flush()
@@ -96,6 +114,7 @@ class Outbox:
         self.lose = lose or transport.loseConnection   # closes this connection (failed)
         self.deferred = []
         self.scheduler = scheduler
+        self.order = scheduler.enrol()
         self.client = client
         self.high_water = high_water
         self.limit = limit               # None: never cut off (see the module docstring)

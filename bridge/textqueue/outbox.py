@@ -73,6 +73,7 @@ class OutboxFile:
         self.credit = door.credit        # unsettled records the file holds at most
         self.batch = []                  # entries to append this turn
         self.scheduled = False
+        self.order = door.scheduler.enrol()  # its place in a turn's flushes
         self.pending = {}                # record offset -> Pending, in file order
         self.known = OrderedDict()       # id -> (offset, control, error offset): records
         #                                  of the file that no delivery claimed yet

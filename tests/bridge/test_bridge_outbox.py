@@ -195,3 +195,24 @@ def test_output_past_the_mark_is_not_cut_off_while_the_transport_writes():
     assert not outbox.closed and not transport.disconnecting
     turn.run()
     assert transport.value() == b"x" * 5000 and outbox.pending == 0
+
+
+def test_a_turn_flushes_in_the_order_the_connections_were_made_not_marked():
+    """A flush can change what another connection sees (it resumes a paused client, it
+    releases held input), so the order is the connections' own: two paths that mark
+    them in another order flush them alike."""
+    turn = Turn()
+    boxes = [turn.outbox(f"c{n}")[0] for n in range(4)]
+    flushed = []
+    for box in boxes:
+        box.flush = (lambda flush, name: lambda: (flushed.append(name), flush())[1])(
+            box.flush, box.client.id)
+    for n in (2, 0, 3, 1):
+        boxes[n].write(b"x")
+    turn.run()
+    assert flushed == ["c0", "c1", "c2", "c3"]
+    flushed.clear()
+    for n in (3, 1):
+        boxes[n].write(b"y")
+    turn.run()
+    assert flushed == ["c1", "c3"]
