@@ -32,9 +32,9 @@ from mqksbridge.protocols.mqks.framing import LineFramer
 from mqksbridge.protocols.mqks.masks import apply_rebind
 from mqksbridge.protocols.mqks.replies import (delivery_prefix, error, error_id, ok, update,
                                                update_payload, when_unused_equal)
-from mqksbridge.protocols.mqks.requests import (parse_ack, parse_consume, parse_eval,
-                                                parse_publish, parse_rebind, parse_request,
-                                                plain_run)
+from mqksbridge.protocols.mqks.requests import (fast_request, parse_ack, parse_consume,
+                                                parse_eval, parse_publish, parse_rebind,
+                                                parse_request, plain_run)
 from mqksbridge.protocols.mqks.safe_eval import eval_reply
 from mqksbridge.bridge.mqks.stats import eval_names
 
@@ -658,18 +658,20 @@ class MqksConnection(protocol.Protocol):
         i, n = 0, len(lines)
         try:
             while i < n:
-                run, i = plain_run(lines, i)
-                if not run:
+                first = fast_request(lines[i])
+                if first is not None:
+                    run, i = plain_run(lines, i, first)
+                    if first[1] == b"publish":
+                        published += len(run)
+                        publish_run(self, run, now)
+                    else:
+                        ack_run(self, run)
+                else:
+                    handle(self, lines[i])
                     i += 1
-                    handle(self, lines[i - 1])
                     if held:
                         self.kept = (lines[i:], too_long)
                         return
-                elif run[0][1] == b"publish":
-                    published += len(run)
-                    publish_run(self, run, now)
-                else:
-                    ack_run(self, run)
         finally:
             self.traffic.messages_in += published
         if too_long:
