@@ -10,6 +10,8 @@ and a door's batched barrier works unchanged. A publish RabbitMQ refuses (nack: 
 queue that rejects publishes; an unroutable return; a connection lost before the ack) is
 confirmed False.
 """
+from functools import partial
+
 import pika.exceptions
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -19,6 +21,10 @@ from mqksbridge.bridge.engine.interface import IEngine
 from mqksbridge.bridge.engine.verbs import ConsumerVerbs
 from mqksbridge.bridge.engine.rabbitmq import envelope, topology
 from mqksbridge.bridge.engine.rabbitmq.connection import Connection
+from mqksbridge.bridge.engine.rabbitmq.control import Bus
+from mqksbridge.bridge.engine.rabbitmq.events import FleetEvents
+from mqksbridge.bridge.engine.rabbitmq.mailbox import (
+    GuardedRemoteMailbox, Mailboxes, Owners, RemoteMailbox)
 from mqksbridge.bridge.engine.rabbitmq.queue import RemoteQueue
 from mqksbridge.bridge.engine.rabbitmq.stream import RemoteStream
 from mqksbridge.core.broker import Broker
@@ -56,6 +62,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self._settling = {}            # stream name -> Deferreds of binds in flight
         self.confirms = 0              # publishes RabbitMQ answered (/metrics)
         self.confirm_seconds = 0.0     # their publish-to-answer times, summed
+        self._fleet()
         self.connection.start()
 
     # -- connection -----------------------------------------------------------------------
@@ -83,6 +90,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         for queue in list(self.queues.values()):
             for subscription in queue.subscriptions.values():
                 subscription.reopen()
+        yield self._fleet_opened(protocol)
         ready, self._ready = self._ready, []
         for waiting in ready:
             waiting.callback(self)
@@ -91,6 +99,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         """What was in flight is unknown: unconfirmed publishes are confirmed False,
         deliveries are forgotten (RabbitMQ hands them out again)."""
         self._publisher = self._declarer = None
+        self._fleet_lost()
         for number in sorted(n for n, verdict in self._pending.items() if verdict is None):
             self._confirmed(number, False)
         for queue in self.queues.values():
@@ -113,6 +122,41 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
     def stop(self):
         """Close the connection; a Deferred fired once closed."""
         return self.connection.stop()
+
+    # -- the fleet: mailboxes, owners and lifecycle events across gateways ----------------
+    def _fleet(self):
+        """Mailboxes in RabbitMQ, their owners and lifecycle events told on the control bus
+        (bridge.engine.rabbitmq.mailbox, .events, .control)."""
+        self.mailboxes = Mailboxes(self)
+        self._Mailbox = partial(GuardedRemoteMailbox if self.guarded else RemoteMailbox, self)
+        self.bus = Bus(self)
+        self.owners = Owners(self, self.bus)
+        self.fleet = FleetEvents(self, self.bus)
+
+    @defer.inlineCallbacks
+    def _fleet_opened(self, protocol):
+        try:
+            yield self.bus.open(protocol)
+        except Exception:
+            log.failure("opening the control bus")
+        for mailbox in list(self.mailboxes.values()):
+            mailbox.reopen()
+
+    def _fleet_lost(self):
+        self.bus.lost()
+        for mailbox in self.mailboxes.values():
+            mailbox.lost()
+
+    def emit(self, event, **data):
+        """Broker.emit, and the event told to the other gateways (events.FleetEvents)."""
+        try:
+            super().emit(event, **data)
+        finally:
+            self.fleet.tell(event, data)
+
+    def emit_here(self, event, **data):
+        """Broker.emit to this gateway's listeners only."""
+        super().emit(event, **data)
 
     # -- declaring ------------------------------------------------------------------------
     def queue(self, name, create=True, **options):
@@ -289,6 +333,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
 
     def tick(self, now=None):
         super().tick(now)
+        self.owners.prune(self.clock.now() if now is None else now)
         if self._declarer is not None:
             self.refresh().addErrback(lambda f: log.failure("counting queues", f))
 
