@@ -1,0 +1,121 @@
+"""The engine contract for mailboxes and their one live owner, on one gateway and across
+two (`fleet`: on the embedded engine both are the one broker, as there is only one; on
+RabbitMQ a second engine on the same cluster and prefix), and lifecycle events heard on
+the other gateway. What holds within one process must hold across gateways."""
+import pytest
+import pytest_twisted
+
+from mqksbridge.bridge.engine import Client, Consumer, Message, Taken
+from tests.engine.conftest import RabbitMQ
+
+
+def message(n):
+    return Message(f"m{n}", f"s{n}", (b"body",))
+
+
+class Owner:
+    """A client that owns a mailbox and keeps what it is handed."""
+
+    def __init__(self, id, door="malamute"):
+        self.client = Client(id, door)
+        self.got = []
+
+    def take(self, engine, name):
+        engine.connect(self.client)
+        engine.mailbox(name).attach(self.client, lambda box, m: self.got.append(m.subject))
+
+    def leave(self, engine):
+        engine.disconnect(self.client)
+
+
+@pytest_twisted.async_yield_fixture
+async def fleet(started):
+    """(gateway A, gateway B) harnesses; the mailboxes' queues go at the end."""
+    if started.at_once:
+        yield started, started
+        return
+    other = await RabbitMQ(None, None, started.urls, started.prefix).start()
+    yield started, other
+    for harness in (other, started):
+        declarer = harness.engine._declarer
+        if declarer is not None:
+            for mailbox in list(harness.engine.mailboxes.values()):
+                await declarer.queue_delete(mailbox.amqp_name)
+    await other.engine.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_mail_for_an_absent_owner_is_kept_and_handed_over_in_order(fleet):
+    a, b = fleet
+    for n in range(3):
+        a.engine.mailbox("box").send(message(n))
+    await a.committed()
+    owner = Owner("o1")
+    owner.take(b.engine, "box")
+    await b.settle(lambda: len(owner.got) == 3, "the kept mail")
+    assert owner.got == ["s0", "s1", "s2"]
+    a.engine.mailbox("box").send(message(3))
+    await b.settle(lambda: len(owner.got) == 4, "mail to a live owner")
+    assert owner.got[-1] == "s3"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_newer_session_of_the_same_door_takes_the_address_over(fleet):
+    a, b = fleet
+    older, newer = Owner("old"), Owner("new")
+    older.take(a.engine, "addr")
+    await b.settle(lambda: b.engine.mailboxes.get("addr") is not None
+                   and b.engine.mailboxes["addr"].owner is not None, "the owner known")
+    taken = []
+    a.engine.subscribe(lambda event, **data: taken.append(data["client"].id)
+                       if event == "mailbox-taken" else None)
+    newer.take(b.engine, "addr")
+    await a.settle(lambda: older.client.mailbox is None, "the older session let go")
+    assert taken == ([] if a is b else ["old"])    # one process: the door sees it itself
+    a.engine.mailbox("addr").send(message(1))
+    await b.settle(lambda: newer.got == ["s1"], "mail for the newer session")
+    assert older.got == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_live_owner_of_another_door_keeps_the_address(fleet):
+    a, b = fleet
+    Owner("mlm", "malamute").take(a.engine, "mine")
+    await b.settle(lambda: b.engine.mailboxes.get("mine") is not None
+                   and b.engine.mailboxes["mine"].owner is not None, "the owner known")
+    with pytest.raises(Taken):
+        b.engine.mailbox("mine").claim(Client("tw", "twino"))
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_owner_that_leaves_frees_the_address_everywhere(fleet):
+    a, b = fleet
+    owner = Owner("gone", "malamute")
+    owner.take(a.engine, "free")
+    await b.settle(lambda: b.engine.mailboxes.get("free") is not None
+                   and b.engine.mailboxes["free"].owner is not None, "the owner known")
+    owner.leave(a.engine)
+    await b.settle(lambda: b.engine.mailboxes["free"].owner is None, "the owner gone")
+    b.engine.mailbox("free").claim(Client("tw", "twino"))
+
+
+@pytest_twisted.ensureDeferred
+async def test_lifecycle_events_are_heard_on_every_gateway(fleet):
+    a, b = fleet
+    heard = []
+    b.engine.subscribe(lambda event, **data: heard.append(
+        (event, data["client"].id) if "client" in data else (event, data["queue"].name)
+        if "queue" in data else (event,)))
+    client = Client("c1", "test")
+    a.engine.connect(client)
+    channel = a.engine.channel("room")
+    a.engine.join_channel(channel, client,
+                           lambda queue: Consumer(queue.name, client, lambda c, e: None))
+    a.engine.queue("room/1")
+    await b.settle(lambda: ("queue-created", "room/1") in heard, "the events")
+    a.engine.disconnect(client)
+    await b.settle(lambda: ("client-disconnected", "c1") in heard, "the disconnect")
+    assert [h for h in heard if h[0] != "channel-created"] == [
+        ("client-connected", "c1"), ("client-joined", "c1"), ("queue-created", "room/1"),
+        ("client-left", "c1"), ("client-disconnected", "c1")]
+    assert "room/1" in b.engine.queues
