@@ -13,6 +13,7 @@ import pytest
 
 from mqksbridge.bridge.clients import twino
 from mqksbridge.bridge.clients.malamute import MalamuteClient
+from mqksbridge.protocols.twino.codec import Frame, MessageType, new_id
 from tests.interop.conftest import spool_broker
 from tests.interop.sides import WAIT, unique
 from tests.support.waits import wait_until
@@ -115,15 +116,24 @@ def test_mail_waits_for_an_address_that_is_away_and_reaches_it_on_any_gateway(gw
     assert received(again).subject == "later"
 
 
-def test_a_twino_direct_message_crosses_gateways(gw):
-    receiver = gw[1].twino()
+def test_a_twino_direct_message_and_its_ack_cross_gateways(gw):
+    """The frame arrives as sent (the bytes the door made ride with the mail), and the
+    receiver's ack goes back through the sender's mailbox."""
+    receiver, sender = gw[1].twino(), gw[0].twino()
     gw[0].wait_owner(receiver.client_id, "twino")
-    sender = gw[0].twino()
-    sent = sender.send_direct(receiver.client_id, b"hi", headers=[("Subject", "greet")])
-    assert sent is None
+    gw[1].wait_owner(sender.client_id, "twino")
+    sent = Frame(MessageType.DIRECT_MESSAGE, pending_ack=True, message_id=new_id(),
+                 source=sender.client_id, target=receiver.client_id, content_type=7,
+                 headers=[("Subject", "greet")], content=b"hi")
+    sender.send_frame(sent)
     frame = receiver.recv(WAIT)
-    assert frame is not None and frame.content == b"hi"
-    assert frame.source == sender.client_id
+    assert (frame.type, frame.message_id, frame.source, frame.content_type, frame.content,
+            frame.pending_ack) == (MessageType.DIRECT_MESSAGE, sent.message_id,
+                                   sender.client_id, 7, b"hi", True)
+    receiver.ack(frame)
+    ack = sender.recv(WAIT)
+    assert (ack.type, ack.message_id, ack.source) == \
+        (MessageType.ACKNOWLEDGE, sent.message_id, receiver.client_id)
 
 
 def test_a_newer_session_on_another_gateway_takes_the_address_over(gw):

@@ -31,6 +31,7 @@ from mqksbridge.core.message import Message
 
 log = Logger(namespace="mqksbridge.cluster")
 
+RAW, RAW_DOOR = envelope.PREFIX + "raw", envelope.PREFIX + "raw-door"
 OWNER, RELEASED, DROPPED_BOX = "mailbox-owner", "mailbox-released", "mailbox-dropped"
 TAKEN = "mailbox-taken"          # the local event a door ends a taken-over session on
 PRUNE_EVERY = 2.0                # seconds between checks for gateways that died
@@ -71,6 +72,28 @@ def describe(mailbox, owner):
             "name": owner.name, "type": owner.type,
             "user": principal.user if principal is not None else None,
             "anonymous": principal.anonymous if principal is not None else None}
+
+
+def with_raw(message):
+    """Mail keeps the bytes its door made for a receiver of that door (a Twino direct
+    message, acknowledgement or response frame; a Malamute DELIVER), as the core hands them
+    over: they ride in two headers of ours, which `raw_back` takes out again."""
+    if message.raw is None or message.raw_door is None:
+        return message
+    headers = dict(message.headers or {})
+    headers[RAW], headers[RAW_DOOR] = message.raw, message.raw_door
+    return Message(message.id, message.subject, message.frames, headers, message.sender,
+                   message.origin, message.tracker, message.priority, message.expires_at,
+                   message.created_at, None, None, message.size)
+
+
+def raw_back(message):
+    headers = message.headers
+    if headers and RAW_DOOR in headers:
+        message.raw_door = headers.pop(RAW_DOOR)
+        message.raw = headers.pop(RAW).encode("utf-8", "surrogateescape")
+        message.headers = headers or None
+    return message
 
 
 class RemoteMailbox(Mailbox):
@@ -144,7 +167,7 @@ class RemoteMailbox(Mailbox):
         which RabbitMQ then hands it to), DROPPED when the gateway cannot publish."""
         if not self.declaring:
             self.when_declared()
-        if not self.engine.publish(self, message, sender):
+        if not self.engine.publish(self, with_raw(message), sender):
             return DROPPED
         return DELIVERED if self.owner is not None else STORED
 
@@ -182,7 +205,7 @@ class RemoteMailbox(Mailbox):
         if self.consuming is not channel:
             return
         self._next(deliveries, channel)
-        message, _ = envelope.decode(received.properties, received.body, Message)
+        message = raw_back(envelope.decode(received.properties, received.body, Message)[0])
         self.stored.append(message)
         self.tags.append(received.method.delivery_tag)
         self.bytes += message.size
