@@ -36,12 +36,12 @@ async def fleet(started):
         return
     other = await RabbitMQ(None, None, started.urls, started.prefix).start()
     yield started, other
-    for harness in (other, started):
-        declarer = harness.engine._declarer
-        if declarer is not None:
-            for mailbox in list(harness.engine.mailboxes.values()):
-                await declarer.queue_delete(mailbox.amqp_name)
+    names = {m.amqp_name for h in (started, other) for m in h.engine.mailboxes.values()}
     await other.engine.stop()
+    for name in sorted(names):
+        channel = await started.engine.open_channel()
+        await channel.queue_delete(name)
+        channel.close()
 
 
 @pytest_twisted.ensureDeferred
@@ -119,3 +119,18 @@ async def test_lifecycle_events_are_heard_on_every_gateway(fleet):
         ("client-connected", "c1"), ("client-joined", "c1"), ("queue-created", "room/1"),
         ("client-left", "c1"), ("client-disconnected", "c1")]
     assert "room/1" in b.engine.queues
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_sessions_taking_an_address_at_once_leave_one_owner_everywhere(fleet):
+    a, b = fleet
+    first, second = Owner("first"), Owner("second")
+    first.take(a.engine, "race")
+    second.take(b.engine, "race")            # before gateway B heard of the first
+
+    def agreed():
+        owners = {a.engine.mailboxes["race"].owner.id, b.engine.mailboxes["race"].owner.id}
+        holding = [o for o in (first, second) if o.client.mailbox is not None]
+        return len(owners) == 1 and len(holding) == 1 and holding[0].client.id in owners
+    await a.settle(lambda: "race" in b.engine.mailboxes and agreed(), "one owner")
+    await b.settle(agreed, "one owner, on both gateways")

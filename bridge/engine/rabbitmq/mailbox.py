@@ -68,7 +68,8 @@ class RemoteClient:
 def describe(mailbox, owner):
     """The `owner` notice of a local owner."""
     principal = owner.principal
-    return {"mailbox": mailbox.name, "client": owner.id, "door": owner.door,
+    return {"mailbox": mailbox.name, "claim": mailbox.claimed[0],
+            "client": owner.id, "door": owner.door,
             "name": owner.name, "type": owner.type,
             "user": principal.user if principal is not None else None,
             "anonymous": principal.anonymous if principal is not None else None}
@@ -111,6 +112,7 @@ class RemoteMailbox(Mailbox):
         self.tags = deque()                 # the delivery tag of each message in `stored`
         self.consuming = None               # the channel the owner's consumer is on
         self.opening = False                # that channel and consume in flight
+        self.claimed = (0, "")              # the owner's claim: (number, gateway instance)
 
     def arguments(self):
         args = {"x-queue-type": "quorum", "x-single-active-consumer": True,
@@ -231,6 +233,7 @@ class RemoteMailbox(Mailbox):
             previous.mailbox = None
         self.owner, self.deliver = owner, deliver
         owner.mailbox = self
+        self.claimed = (self.claimed[0] + 1, self.engine.bus.instance)
         self.engine.bus.send(OWNER, **describe(self, owner))
         if self.consuming is None:
             self._consume()
@@ -272,9 +275,16 @@ class RemoteMailbox(Mailbox):
         """RabbitMQ expires mail (the AMQP expiration of each message)."""
 
     # -- what other gateways say ----------------------------------------------------------
-    def owned_elsewhere(self, owner):
+    def owned_elsewhere(self, owner, claim):
         """Another gateway's client took the address: a local owner is let go (its door
-        hears `mailbox-taken`)."""
+        hears `mailbox-taken`). Claims are ordered by their number, one more than the
+        last claim the claiming gateway knew of, then by gateway: of two made at once on
+        two gateways, every gateway keeps the same one, and a notice of an older claim
+        (arriving late) changes nothing."""
+        claimed = (claim, owner.instance)
+        if claimed < self.claimed:
+            return
+        self.claimed = claimed
         previous = self.owner
         self.owner, self.deliver = owner, None
         owner.mailbox = self
@@ -326,8 +336,8 @@ class Owners:
     def owner(self, data, sender):
         mailbox = self.engine.mailbox(data["mailbox"])
         mailbox.owned_elsewhere(RemoteClient(sender, data["client"], data["door"],
-                                            data["name"], data["type"], data["user"],
-                                            data["anonymous"]))
+                                             data["name"], data["type"], data["user"],
+                                             data["anonymous"]), data["claim"])
 
     def released(self, data, sender):
         mailbox = self.engine.mailboxes.get(data["mailbox"])
