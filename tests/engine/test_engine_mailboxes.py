@@ -134,3 +134,21 @@ async def test_two_sessions_taking_an_address_at_once_leave_one_owner_everywhere
         return len(owners) == 1 and len(holding) == 1 and holding[0].client.id in owners
     await a.settle(lambda: "race" in b.engine.mailboxes and agreed(), "one owner")
     await b.settle(agreed, "one owner, on both gateways")
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_addresses_of_a_gateway_that_died_are_free(fleet):
+    a, b = fleet
+    if a is b:
+        pytest.skip("one process: its owners go with it")
+    owner = Owner("lost", "malamute")
+    owner.take(b.engine, "orphan")
+    await a.settle(lambda: a.engine.mailboxes.get("orphan") is not None
+                   and a.engine.mailboxes["orphan"].owner is not None, "the owner known")
+    await b.engine.stop()                    # no goodbye: its connection just goes
+
+    def freed():
+        a.advance(3)                         # the sweep asks RabbitMQ who is alive
+        return a.engine.mailboxes["orphan"].owner is None
+    await a.settle(freed, "the dead gateway's address free")
+    a.engine.mailbox("orphan").claim(Client("tw", "twino"))
