@@ -158,6 +158,7 @@ def test_a_twino_client_id_of_a_live_malamute_address_elsewhere_is_refused(gw):
 
 
 def test_a_twino_event_subscriber_hears_a_client_join_on_the_other_gateway(gw):
+    """And the channel's members, as a door shows them, are the fleet's."""
     channel = unique("ch")
     watcher = gw[0].twino()
     answer = watcher.operation(603, channel, [("Channel-Name", channel)])
@@ -173,3 +174,7 @@ def test_a_twino_event_subscriber_hears_a_client_join_on_the_other_gateway(gw):
         seen[frame.source] = json.loads(frame.content)
     assert seen["ClientConnected"]["Id"] == joiner.client_id
     assert seen["ClientJoined"]["ClientId"] == joiner.client_id
+    consumers = watcher.operation(607, channel)               # channel consumers
+    assert [c["Id"] for c in json.loads(consumers.content)] == [joiner.client_id]
+    info = json.loads(watcher.operation(605, channel).content)
+    assert info["ActiveClients"] == 1

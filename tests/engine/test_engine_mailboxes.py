@@ -113,12 +113,14 @@ async def test_lifecycle_events_are_heard_on_every_gateway(fleet):
                            lambda queue: Consumer(queue.name, client, lambda c, e: None))
     a.engine.queue("room/1")
     await b.settle(lambda: ("queue-created", "room/1") in heard, "the events")
+    assert [c.id for c in b.engine.members(b.engine.channel("room"))] == ["c1"]
     a.engine.disconnect(client)
     await b.settle(lambda: ("client-disconnected", "c1") in heard, "the disconnect")
     assert [h for h in heard if h[0] != "channel-created"] == [
         ("client-connected", "c1"), ("client-joined", "c1"), ("queue-created", "room/1"),
         ("client-left", "c1"), ("client-disconnected", "c1")]
     assert "room/1" in b.engine.queues
+    assert b.engine.members(b.engine.channels["room"]) == []
 
 
 @pytest_twisted.ensureDeferred

@@ -7,7 +7,9 @@ RabbitMQ removes when the gateway's connection goes, so a gateway is alive while
 exists (`alive`). A notice is one AMQP message: `type` its kind, `app_id` the sending
 gateway's instance, the body JSON. A gateway does not hear its own notices. Notices are not
 kept: a gateway that (re)connects says `hello`, and each handler of `hello` sends what a
-newcomer must know.
+newcomer must know. Each gateway's sweep asks RabbitMQ whether the gateways it heard from
+are alive (`prune`, every PRUNE_EVERY seconds); what a gateway that died had told is
+forgotten by the `on_gone` handlers.
 """
 import json
 import uuid
@@ -20,6 +22,7 @@ from twisted.logger import Logger
 log = Logger(namespace="mqksbridge.cluster")
 
 HELLO = "hello"
+PRUNE_EVERY = 2.0                # seconds between checks for gateways that died
 
 
 class Bus:
@@ -29,13 +32,19 @@ class Bus:
         self.exchange = engine.names.prefix + "control.bus"
         self.queue = self.queue_of(self.instance)
         self.channel = None           # consuming and publishing, once open
-        self.handlers = {}            # kind -> handler(data, sender instance)
+        self.handlers = {}            # kind -> [handler(data, sender instance)]
+        self.gone = []                # handler(instance) of a gateway that died
+        self.known = set()            # the instances heard from, not known dead
+        self.checked = None           # when prune last ran
 
     def queue_of(self, instance):
         return f"{self.exchange}.{instance}"
 
     def on(self, kind, handler):
-        self.handlers[kind] = handler
+        self.handlers.setdefault(kind, []).append(handler)
+
+    def on_gone(self, handler):
+        self.gone.append(handler)
 
     @defer.inlineCallbacks
     def open(self, protocol):
@@ -60,16 +69,16 @@ class Bus:
     def _received(self, received, deliveries):
         self._next(deliveries)
         properties = received.properties
-        if properties.app_id == self.instance:
+        sender = properties.app_id
+        if sender == self.instance:
             return
-        handler = self.handlers.get(properties.type)
-        if handler is None:
-            return
-        try:
-            handler(json.loads(received.body), properties.app_id)
-        except Exception:
-            log.failure("control notice {kind} from {sender}", kind=properties.type,
-                        sender=properties.app_id)
+        self.known.add(sender)
+        for handler in self.handlers.get(properties.type, ()):
+            try:
+                handler(json.loads(received.body), sender)
+            except Exception:
+                log.failure("control notice {kind} from {sender}", kind=properties.type,
+                            sender=sender)
 
     def send(self, kind, **data):
         """Tell every other gateway; False when not connected (the notice is lost: what it
@@ -80,6 +89,24 @@ class Bus:
         channel.basic_publish(self.exchange, "", json.dumps(data).encode(),
                               pika.BasicProperties(type=kind, app_id=self.instance))
         return True
+
+    @defer.inlineCallbacks
+    def prune(self, now):
+        """Forget what gateways whose control queue is gone (they died) had told."""
+        if self.channel is None or (self.checked is not None
+                                    and now - self.checked < PRUNE_EVERY):
+            return
+        self.checked = now
+        for instance in sorted(self.known):
+            alive = yield self.alive(instance)
+            if alive or instance not in self.known:
+                continue
+            self.known.discard(instance)
+            for handler in self.gone:
+                try:
+                    handler(instance)
+                except Exception:
+                    log.failure("forgetting gateway {instance}", instance=instance)
 
     @defer.inlineCallbacks
     def alive(self, instance):

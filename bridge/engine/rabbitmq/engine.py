@@ -154,6 +154,11 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         finally:
             self.fleet.tell(event, data)
 
+    def members(self, channel):
+        """This gateway's members of `channel`, then other gateways' (told on the bus)."""
+        return [client for client, _ in channel.members.values()] + \
+            self.fleet.members_elsewhere(channel.name)
+
     def emit_here(self, event, **data):
         """Broker.emit to this gateway's listeners only."""
         super().emit(event, **data)
@@ -333,7 +338,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
 
     def tick(self, now=None):
         super().tick(now)
-        self.owners.prune(self.clock.now() if now is None else now)
+        self.bus.prune(self.clock.now() if now is None else now)
         if self._declarer is not None:
             self.refresh().addErrback(lambda f: log.failure("counting queues", f))
 

@@ -17,7 +17,7 @@ rule (core.mailbox: another door's live owner keeps it; within a door a newer se
 the same user takes it over) judges it as it judges a local one. A gateway hearing that
 an owner of its own was taken over elsewhere lets it go and emits `mailbox-taken`
 (mailbox=, client=) for its door to end that session. The owners of a gateway that died
-are forgotten once its control queue is gone (`Owners.prune`, on the broker's sweep).
+are forgotten once its control queue is gone (control.Bus.prune, on the broker's sweep).
 """
 from collections import deque
 
@@ -34,7 +34,6 @@ log = Logger(namespace="mqksbridge.cluster")
 RAW, RAW_DOOR = envelope.PREFIX + "raw", envelope.PREFIX + "raw-door"
 OWNER, RELEASED, DROPPED_BOX = "mailbox-owner", "mailbox-released", "mailbox-dropped"
 TAKEN = "mailbox-taken"          # the local event a door ends a taken-over session on
-PRUNE_EVERY = 2.0                # seconds between checks for gateways that died
 
 
 class RemotePrincipal:
@@ -53,10 +52,12 @@ class RemoteClient:
     """A client of another gateway (`instance`), as the claim rule, the doors' checks and
     lifecycle listeners read one: a mailbox's remote owner, an event's client."""
     __slots__ = ("id", "name", "type", "door", "principal", "instance", "mailbox", "attrs",
-                 "paused", "consumers")
+                 "paused", "consumers", "connected_at")
 
-    def __init__(self, instance, id, door, name="", type="", user=None, anonymous=None):
+    def __init__(self, instance, id, door, name="", type="", user=None, anonymous=None,
+                 connected_at=0.0):
         self.instance, self.id, self.door, self.name, self.type = instance, id, door, name, type
+        self.connected_at = connected_at
         self.principal = None if user is None and anonymous is None else \
             RemotePrincipal(user, anonymous)
         self.mailbox, self.attrs, self.paused, self.consumers = None, {}, False, {}
@@ -327,7 +328,7 @@ class Owners:
 
     def __init__(self, engine, bus):
         self.engine, self.bus = engine, bus
-        self.checked = None          # when the last prune ran
+        bus.on_gone(self.gone)
         bus.on(OWNER, self.owner)
         bus.on(RELEASED, self.released)
         bus.on(DROPPED_BOX, self.dropped)
@@ -356,19 +357,9 @@ class Owners:
             if mailbox.deliver is not None:
                 self.bus.send(OWNER, **describe(mailbox, mailbox.owner))
 
-    @defer.inlineCallbacks
-    def prune(self, now):
-        """Forget the owners of gateways whose control queue is gone (they died)."""
-        if self.checked is not None and now - self.checked < PRUNE_EVERY:
-            return
-        self.checked = now
-        instances = {m.owner.instance for m in self.engine.mailboxes.values()
-                     if isinstance(m.owner, RemoteClient)}
-        for instance in sorted(instances):
-            alive = yield self.bus.alive(instance)
-            if alive:
-                continue
-            for mailbox in list(self.engine.mailboxes.values()):
-                owner = mailbox.owner
-                if isinstance(owner, RemoteClient) and owner.instance == instance:
-                    mailbox.owner = None
+    def gone(self, instance):
+        """A gateway died: its addresses are free."""
+        for mailbox in list(self.engine.mailboxes.values()):
+            owner = mailbox.owner
+            if isinstance(owner, RemoteClient) and owner.instance == instance:
+                mailbox.owner = None
