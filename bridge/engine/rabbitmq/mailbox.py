@@ -349,7 +349,7 @@ class Owners:
         name = data["mailbox"]
         mailbox = self.engine.mailboxes.get(name)
         if mailbox is not None and mailbox.deliver is None and not mailbox.stored:
-            dict.pop(self.engine.mailboxes, name, None)
+            self.engine.mailboxes.pop(name, None)      # (not `del`: that tells the fleet)
 
     def hello(self, data, sender):
         """A gateway (re)connected: it hears who owns what here."""
