@@ -2,10 +2,11 @@
 client connected or joined a channel on another gateway).
 
 One transient fanout exchange `<prefix>control.bus`; each gateway consumes it through an
-exclusive, auto-delete queue of its own, `<prefix>control.bus.<node>.<instance>`, which
-RabbitMQ removes when the gateway's connection goes, so a gateway is alive while its queue
-exists (`alive`). A notice is one AMQP message: `type` its kind, `app_id` the sending
-gateway's instance, the body JSON. A gateway does not hear its own notices. Notices are not
+auto-delete queue of its own, `<prefix>control.bus.<node>.<instance>`, which RabbitMQ
+removes when the gateway's consumer goes (with its connection), so a gateway is alive
+while its queue exists (`alive`: a passive declare, which RabbitMQ would refuse for an
+exclusive queue of another connection even while it lives). A notice is one AMQP message:
+`type` its kind, `app_id` the sending gateway's instance, the body JSON. A gateway does not hear its own notices. Notices are not
 kept: a gateway that (re)connects says `hello`, and each handler of `hello` sends what a
 newcomer must know. Each gateway's sweep asks RabbitMQ whether the gateways it heard from
 are alive (`prune`, every PRUNE_EVERY seconds); what a gateway that died had told is
@@ -51,8 +52,7 @@ class Bus:
         """Declare the exchange and this gateway's queue, consume it, say hello."""
         channel = yield protocol.channel()
         yield channel.exchange_declare(self.exchange, exchange_type="fanout", durable=False)
-        yield channel.queue_declare(self.queue, durable=False, exclusive=True,
-                                    auto_delete=True)
+        yield channel.queue_declare(self.queue, durable=False, auto_delete=True)
         yield channel.queue_bind(self.queue, self.exchange)
         deliveries, _ = yield channel.basic_consume(self.queue, auto_ack=True)
         self.channel = channel
