@@ -154,3 +154,24 @@ async def test_the_addresses_of_a_gateway_that_died_are_free(fleet):
         return a.engine.mailboxes["orphan"].owner is None
     await a.settle(freed, "the dead gateway's address free")
     a.engine.mailbox("orphan").claim(Client("tw", "twino"))
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_client_moving_to_another_gateway_keeps_its_address(fleet):
+    """The notice of its old session (on B) reaches A after its new session took the
+    address there: the newer claim stays."""
+    a, b = fleet
+    older, newer = Owner("older"), Owner("newer")
+    older.take(b.engine, "moved")
+    older.leave(b.engine)
+    a.clock.advance(1)
+    newer.take(a.engine, "moved")
+
+    def known_everywhere():
+        mailbox = b.engine.mailboxes.get("moved")
+        return mailbox is not None and mailbox.owner is not None \
+            and mailbox.owner.id == "newer"
+    await b.settle(known_everywhere, "the newer session known on B")
+    await a.settle(lambda: newer.client.mailbox is not None, "the newer session kept")
+    a.engine.mailbox("moved").send(message(1))
+    await a.settle(lambda: newer.got == ["s1"], "its mail")

@@ -69,7 +69,7 @@ class RemoteClient:
 def describe(mailbox, owner):
     """The `owner` notice of a local owner."""
     principal = owner.principal
-    return {"mailbox": mailbox.name, "claim": mailbox.claimed[0],
+    return {"mailbox": mailbox.name, "claim": mailbox.claimed[0], "at": mailbox.claimed[1],
             "client": owner.id, "door": owner.door,
             "name": owner.name, "type": owner.type,
             "user": principal.user if principal is not None else None,
@@ -113,7 +113,7 @@ class RemoteMailbox(Mailbox):
         self.tags = deque()                 # the delivery tag of each message in `stored`
         self.consuming = None               # the channel the owner's consumer is on
         self.opening = False                # that channel and consume in flight
-        self.claimed = (0, "")              # the owner's claim: (number, gateway instance)
+        self.claimed = (0, 0.0, "")         # the owner's claim: (number, time, gateway)
 
     def arguments(self):
         args = {"x-queue-type": "quorum", "x-single-active-consumer": True,
@@ -234,7 +234,7 @@ class RemoteMailbox(Mailbox):
             previous.mailbox = None
         self.owner, self.deliver = owner, deliver
         owner.mailbox = self
-        self.claimed = (self.claimed[0] + 1, self.engine.bus.instance)
+        self.claimed = (self.claimed[0] + 1, self.engine.clock.now(), self.engine.bus.instance)
         self.engine.bus.send(OWNER, **describe(self, owner))
         if self.consuming is None:
             self._consume()
@@ -276,13 +276,14 @@ class RemoteMailbox(Mailbox):
         """RabbitMQ expires mail (the AMQP expiration of each message)."""
 
     # -- what other gateways say ----------------------------------------------------------
-    def owned_elsewhere(self, owner, claim):
+    def owned_elsewhere(self, owner, claim, at):
         """Another gateway's client took the address: a local owner is let go (its door
-        hears `mailbox-taken`). Claims are ordered by their number, one more than the
-        last claim the claiming gateway knew of, then by gateway: of two made at once on
-        two gateways, every gateway keeps the same one, and a notice of an older claim
-        (arriving late) changes nothing."""
-        claimed = (claim, owner.instance)
+        hears `mailbox-taken`). Claims are ordered by their number (one more than the
+        last claim the claiming gateway knew of), then by their time, then by gateway:
+        of two claims made before either gateway heard of the other (at once, or a client
+        moving to another gateway before the notice of its old session arrived there) the
+        newer wins on every gateway, and a notice of an older claim changes nothing."""
+        claimed = (claim, at, owner.instance)
         if claimed < self.claimed:
             return
         self.claimed = claimed
@@ -338,7 +339,7 @@ class Owners:
         mailbox = self.engine.mailbox(data["mailbox"])
         mailbox.owned_elsewhere(RemoteClient(sender, data["client"], data["door"],
                                              data["name"], data["type"], data["user"],
-                                             data["anonymous"]), data["claim"])
+                                             data["anonymous"]), data["claim"], data["at"])
 
     def released(self, data, sender):
         mailbox = self.engine.mailboxes.get(data["mailbox"])
