@@ -103,4 +103,4 @@ class GuardedMailbox(Mailbox):
             if principal is not None:
                 principal.check(PUBLISH, MAILBOX, self.name)
                 principal.check_size(message)
-        return Mailbox.send(self, message, sender)
+        return super().send(message, sender)

@@ -238,11 +238,10 @@ class AdminView:
     def channels(self, limit=DEFAULT_LIMIT):
         return listing(list(self.broker.channels.values()), limit, self.channel)
 
-    @staticmethod
-    def channel(channel):
+    def channel(self, channel):
         return {
             "name": channel.name,
             "queues": sorted(q.name for q in channel.queues.values()),
             "members": [{"id": client.id, "door": client.door}
-                        for client, _ in channel.members.values()],
+                        for client in self.broker.members(channel)],
         }

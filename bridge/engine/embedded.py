@@ -16,6 +16,9 @@ from mqksbridge.core.broker import Broker
 class EmbeddedEngine(ConsumerVerbs, Broker):
     """core.broker.Broker as IEngine (bridge.engine.interface)."""
 
+    def members(self, channel):
+        return [client for client, _ in channel.members.values()]
+
     def publish(self, queue, message, publisher=None, observer=None, confirm=False):
         """A put on the queue; with `confirm`, the Deferred of IEngine.publish. A durable
         queue's journal takes the message's record in the put (core.storage: `appended`

@@ -52,6 +52,10 @@ class IEngine(Interface):
     def remove_channel(name):
         """The channel and every queue of it go."""
 
+    def members(channel):
+        """The clients that are members of `channel`, wherever they are connected (a
+        cluster engine: on every gateway), this engine's own first."""
+
     # -- clients ----------------------------------------------------------------------------
     def connect(client):
         """A session starts (events `client-connected`)."""

@@ -69,6 +69,7 @@ class MalamuteDoor:
         }
         self._sends = {ev.STREAM: self._stream_sends, ev.MAILBOX: self._mailbox_sends,
                        ev.SERVICE: self._service_sends}
+        broker.subscribe(self._taken_elsewhere)
 
     # -- input --------------------------------------------------------------------------
     def received(self, rid, frames):
@@ -270,12 +271,24 @@ class MalamuteDoor:
         if address:
             old = self.owners.get(address)
             if old is not None:
-                self.counters["takeovers"] += 1
-                log.info("malamute address {address!r} taken over", address=address)
-                old.session.expire("takeover")
-                self.end(old)
+                self._take_over(old)
             self.owners[address] = peer
             self.broker.mailbox(address).attach(client, peer.mailbox)
+
+    def _take_over(self, old):
+        """A newer session took `old`'s address: `old` ends, as the original does."""
+        self.counters["takeovers"] += 1
+        log.info("malamute address {address!r} taken over", address=old.address)
+        old.session.expire("takeover")
+        self.end(old)
+
+    def _taken_elsewhere(self, event, mailbox=None, client=None, **data):
+        """Lifecycle listener: a session on another gateway took an address over from a
+        session here (the cluster engine's `mailbox-taken`)."""
+        if event == "mailbox-taken":
+            old = self.owners.get(mailbox.name)
+            if old is not None and old.client is client:
+                self._take_over(old)
 
     def end(self, peer, event=None):
         """Forget a session: offers, reads and mailbox go; unsent requests are requeued."""

@@ -102,7 +102,7 @@ class TwinoOperations:
         if client.id in channel.members:
             return OK
         limit = channel.attrs.get("twino", {}).get("client_limit") or 0
-        if limit and len(channel.members) >= limit:
+        if limit and len(self.broker.members(channel)) >= limit:
             return ResultCode.LIMIT_EXCEEDED
         self.answer(conn, frame, OK)      # the answer goes before any stored message
         self.broker.join_channel(channel, client, self.queues.member_consumer(conn))
@@ -145,7 +145,7 @@ class TwinoOperations:
             use_message_id=bool(defaults.get("use_message_id", True)),
             wait_for_acknowledge=bool(defaults.get("wait_for_acknowledge")),
             hide_client_names=bool(defaults.get("hide_client_names")),
-            active_clients=len(channel.members),
+            active_clients=len(self.broker.members(channel)),
             client_limit=settings.get("client_limit") or 0,
             queue_limit=settings.get("queue_limit") or 0,
             destroy_when_empty=channel.destroy_when_empty)
@@ -173,7 +173,7 @@ class TwinoOperations:
         channel = self.broker.channels.get(frame.target or "")
         if channel is None:
             return NOT_FOUND
-        return OK, json_list([self.client_json(c) for c, _ in channel.members.values()])
+        return OK, json_list([self.client_json(c) for c in self.broker.members(channel)])
 
     # -- queues ---------------------------------------------------------------------------------
     def _queue(self, frame, queue_id):

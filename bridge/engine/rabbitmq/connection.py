@@ -65,6 +65,7 @@ class Connection:
 
     @defer.inlineCallbacks
     def _handshake(self, protocol, url):
+        protocol.transport.setTcpNoDelay(True)      # small frames go at once (no Nagle)
         yield protocol.ready
         if self._stopping:
             protocol.close()

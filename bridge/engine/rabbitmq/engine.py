@@ -12,6 +12,8 @@ while there is none, is held and sent on the next connection (at least once: the
 copy may have got in; the message id tells them apart), so the barrier never passes a
 publish RabbitMQ did not take: a door's confirmation is RabbitMQ's publisher confirm.
 """
+from functools import partial
+
 import pika.exceptions
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -21,6 +23,10 @@ from mqksbridge.bridge.engine.interface import IEngine
 from mqksbridge.bridge.engine.verbs import ConsumerVerbs
 from mqksbridge.bridge.engine.rabbitmq import envelope, topology
 from mqksbridge.bridge.engine.rabbitmq.connection import Connection
+from mqksbridge.bridge.engine.rabbitmq.control import Bus
+from mqksbridge.bridge.engine.rabbitmq.events import FleetEvents
+from mqksbridge.bridge.engine.rabbitmq.mailbox import (
+    GuardedRemoteMailbox, Mailboxes, Owners, RemoteMailbox)
 from mqksbridge.bridge.engine.rabbitmq.queue import RemoteQueue
 from mqksbridge.bridge.engine.rabbitmq.readers import Tap, mark
 from mqksbridge.bridge.engine.rabbitmq.stream import RemoteStream
@@ -65,6 +71,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self.confirms = 0              # publishes RabbitMQ answered (/metrics)
         self.confirm_seconds = 0.0     # their publish-to-answer times, summed
         self.tap = Tap(self)           # what other gateways publish, for readers here
+        self._fleet()
         self.connection.start()
 
     # -- connection -----------------------------------------------------------------------
@@ -94,6 +101,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             for subscription in queue.subscriptions.values():
                 subscription.reopen()
         self._send_held()
+        yield self._fleet_opened(protocol)
         ready, self._ready = self._ready, []
         for waiting in ready:
             waiting.callback(self)
@@ -104,6 +112,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         them out again)."""
         self._publisher = self._declarer = None
         self.tap.lost()
+        self._fleet_lost()
         for queue in self.queues.values():
             declaring, queue.declared = queue.declared, defer.Deferred()
             if not declaring.called:     # publishes waiting for it wait for the next one
@@ -126,6 +135,46 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
     def stop(self):
         """Close the connection; a Deferred fired once closed."""
         return self.connection.stop()
+
+    # -- the fleet: mailboxes, owners and lifecycle events across gateways ----------------
+    def _fleet(self):
+        """Mailboxes in RabbitMQ, their owners and lifecycle events told on the control bus
+        (bridge.engine.rabbitmq.mailbox, .events, .control)."""
+        self.mailboxes = Mailboxes(self)
+        self._Mailbox = partial(GuardedRemoteMailbox if self.guarded else RemoteMailbox, self)
+        self.bus = Bus(self)
+        self.owners = Owners(self, self.bus)
+        self.fleet = FleetEvents(self, self.bus)
+
+    @defer.inlineCallbacks
+    def _fleet_opened(self, protocol):
+        try:
+            yield self.bus.open(protocol)
+        except Exception:
+            log.failure("opening the control bus")
+        for mailbox in list(self.mailboxes.values()):
+            mailbox.reopen()
+
+    def _fleet_lost(self):
+        self.bus.lost()
+        for mailbox in self.mailboxes.values():
+            mailbox.lost()
+
+    def emit(self, event, **data):
+        """Broker.emit, and the event told to the other gateways (events.FleetEvents)."""
+        try:
+            super().emit(event, **data)
+        finally:
+            self.fleet.tell(event, data)
+
+    def members(self, channel):
+        """This gateway's members of `channel`, then other gateways' (told on the bus)."""
+        return [client for client, _ in channel.members.values()] + \
+            self.fleet.members_elsewhere(channel.name)
+
+    def emit_here(self, event, **data):
+        """Broker.emit to this gateway's listeners only."""
+        super().emit(event, **data)
 
     # -- declaring ------------------------------------------------------------------------
     def queue(self, name, create=True, **options):
@@ -326,6 +375,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
 
     def tick(self, now=None):
         super().tick(now)
+        self.bus.prune(self.clock.now() if now is None else now)
         if self._declarer is not None:
             self.refresh().addErrback(lambda f: log.failure("counting queues", f))
 
