@@ -17,7 +17,7 @@ from zope.interface import implementer
 
 from mqksbridge.bridge.engine.interface import IEngine
 from mqksbridge.bridge.engine.verbs import ConsumerVerbs
-from mqksbridge.bridge.engine.rabbitmq import envelope, topology
+from mqksbridge.bridge.engine.rabbitmq import acks, envelope, modes, topology
 from mqksbridge.bridge.engine.rabbitmq.connection import Connection
 from mqksbridge.bridge.engine.rabbitmq.queue import RemoteQueue
 from mqksbridge.bridge.engine.rabbitmq.stream import RemoteStream
@@ -44,6 +44,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self.node, self.replicas, self.prefetch = node, replicas, prefetch
         self.names = topology.Names(prefix)
         self.reactor = reactor
+        self.modes = modes.ModeLog(self)    # the fleet's mode of each queue
+        self.acks = acks.Acks(self)         # producer acks waiting on other gateways
         self.connection = Connection(reactor, urls, self._opened, self._lost,
                                      name=f"mqksbridge {node}")
         self._publisher = None         # the confirm-mode channel
@@ -72,6 +74,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         publisher = yield protocol.channel()
         yield publisher.confirm_delivery()
         self._declarer = yield protocol.channel()
+        yield self.acks.start(self._declarer)
+        yield self.modes.start(protocol)
         self._publisher = publisher
         for stream in list(self.streams.values()):
             self._declare_stream(stream)
@@ -91,10 +95,15 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         """What was in flight is unknown: unconfirmed publishes are confirmed False,
         deliveries are forgotten (RabbitMQ hands them out again)."""
         self._publisher = self._declarer = None
+        self.acks.lost()
+        self.modes.lost()
         for number in sorted(n for n, verdict in self._pending.items() if verdict is None):
             self._confirmed(number, False)
         for queue in self.queues.values():
             queue.declared = defer.Deferred()
+            if queue.mover is not None:
+                queue.mover.stop()
+                queue.mover = None
             for consumer in queue.consumers:
                 if consumer.manual_ack:
                     queue.outstanding -= len(consumer.unacked)
@@ -232,6 +241,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         ok = None
         try:
             channel = yield protocol.channel()
+            yield channel.exchange_declare(self.names.fanout(queue.name),
+                                           exchange_type="fanout", durable=True)
             try:
                 yield channel.queue_declare(queue.amqp_name, durable=True,
                                             arguments=self.arguments_of(queue))
@@ -254,9 +265,13 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
     def delete_queue(self, name):
         queue = self.queues.get(name)
         deleted = super().delete_queue(name)
+        if deleted:
+            self.modes.record(name, None)
         if deleted and self._declarer is not None:
             self._declarer.queue_delete(queue.amqp_name).addErrback(
                 lambda f: log.failure("deleting {queue}", f, queue=name))
+            self._declarer.exchange_delete(self.names.fanout(name)).addErrback(
+                lambda f: log.failure("deleting {queue}'s fanout", f, queue=name))
         return deleted
 
     def purge(self, queue):
@@ -289,6 +304,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
 
     def tick(self, now=None):
         super().tick(now)
+        self.acks.tick(self.clock.now())
         if self._declarer is not None:
             self.refresh().addErrback(lambda f: log.failure("counting queues", f))
 
@@ -306,6 +322,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         number = self.storage.append()
         self._pending[number] = None
         properties, body = envelope.encode(message, self.clock.now())
+        if observer is not None:
+            self.acks.ask(number, message, observer, properties)
         queue.declared.addCallback(self._send, number, properties, body)
         if not confirm:
             return True
@@ -315,15 +333,22 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         return confirmed
 
     def _send(self, queue, number, properties, body):
-        if queue is None:
+        if queue is not None and queue.binding:     # a consumer's queue is on its way
+            defer.DeferredList(list(queue.binding)).addCallback(
+                lambda _: self._send(queue, number, properties, body))
+        elif queue is None:
+            self._confirmed(number, False)
+        elif self._publisher is None:
             self._confirmed(number, False)
         else:
-            self._send_to("", queue.amqp_name, number, properties, body, True)
+            exchange, key, dropped = modes.route(queue, self._publisher)
+            self._send_to(exchange, key, number, properties, body, True, dropped)
         return queue
 
-    def _send_to(self, exchange, key, number, properties, body, mandatory):
+    def _send_to(self, exchange, key, number, properties, body, mandatory, dropped=False):
         """basic.publish, its confirm (or a lost channel's failure) the verdict of
-        `number`; `mandatory`: a message no queue takes is refused."""
+        `number`; `mandatory`: a message no queue takes is refused, or with `dropped`
+        (broadcast) taken and dropped: nobody was there to take it."""
         channel = self._publisher
         if channel is None:
             self._confirmed(number, False)
@@ -331,11 +356,14 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         sent = self.reactor.seconds()
         acked = channel.basic_publish(exchange, key, body, properties, mandatory=mandatory)
         acked.addCallbacks(self._answered, self._answered, (number, True, sent), None,
-                           (number, False, sent))
+                           (number, False, sent, dropped))
 
-    def _answered(self, _, number, ok, sent):
+    def _answered(self, result, number, ok, sent, dropped=False):
         self.confirms += 1
         self.confirm_seconds += self.reactor.seconds() - sent
+        if dropped and not ok and result.check(pika.exceptions.UnroutableError):
+            self.acks.refused(number, "no-consumers")
+            ok = True
         self._confirmed(number, ok)
 
     def _confirmed(self, number, ok):
@@ -347,6 +375,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         if not ok:
             self._refused.add(number)
             self.counters["refused"] += 1
+            self.acks.refused(number, "full")
         passed = self.storage.durable
         while self._pending.get(passed + 1) is not None:
             passed += 1

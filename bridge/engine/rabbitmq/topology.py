@@ -42,6 +42,15 @@ class Names:
     def stream(self, name):
         return f"{self.prefix}s.{name}"
 
+    def fanout(self, name):
+        """The fanout exchange of queue `name`: each push-all or broadcast consumer's queue
+        of its own is bound to it (bridge.engine.rabbitmq.modes)."""
+        return f"{self.prefix}f.{name}"
+
+    def control(self, what):
+        """A fleet-wide control object: `control.modes` is the log of queue modes."""
+        return f"{self.prefix}control.{what}"
+
 
 def queue_arguments(names, name, options, replicas, attrs=None):
     """The declare arguments of core queue `name` with `options`; `attrs` the door

@@ -1,0 +1,206 @@
+"""Delivery modes on the cluster: one mode per queue across the fleet, and how each mode's
+messages move through RabbitMQ (docs/cluster.md, "Queue modes").
+
+- round-robin: the consumers' basic.consume on the quorum queue (RabbitMQ rotates).
+- push-all: publishes are stored in the quorum queue; each consumer has a queue of its own
+  (exclusive to its gateway) bound to the queue's fanout exchange `<prefix>f.<name>`, and
+  every gateway holding such a consumer runs a Mover: it takes what the quorum queue holds
+  and republishes it to the fanout, acking the original once RabbitMQ confirmed the copy.
+  Stored while nobody consumes, to every consumer present once someone does.
+- broadcast: publishes go straight to the fanout (never stored); one nobody takes is
+  returned, and is then dropped (`no-consumers`), as in the core.
+- pull, cache, paused, stopped: no basic.consume. Pull is basic.get on the puller's channel
+  (RemoteQueue.pull); a cache publish purges the queue first, on the publishing channel.
+- only-first push-all or broadcast: one consumer per message, as round-robin.
+
+The fleet's mode of each queue is a log, the stream `<prefix>control.modes`: a record
+(queue, mode) is appended when a gateway creates a queue the log does not know, sets a mode,
+or deletes a queue (mode None). Every gateway reads the log from its start on connecting,
+before its doors open (a marker record of its own says it has caught up), then follows it:
+a mode another gateway set reaches every gateway, and a gateway learning of a queue takes
+the fleet's mode for it, not its door's default.
+"""
+import uuid
+
+from pika import BasicProperties
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from mqksbridge.bridge.engine.rabbitmq.envelope import PREFIX
+from mqksbridge.core.queue import BROADCAST, CACHE, PUSH_ALL, ROUND_ROBIN
+
+log = Logger(namespace="mqksbridge.cluster")
+
+FANNING = (PUSH_ALL, BROADCAST)
+_QUEUE, _MODE, _MARKER = PREFIX + "queue", PREFIX + "mode", PREFIX + "marker"
+_MOVING = 64         # copies a Mover has in flight at most
+
+
+def fans_out(queue):
+    """Whether each message goes to every consumer (through its queue of its own)."""
+    return queue.mode in FANNING and not queue.options.get("only_first")
+
+
+def pushes(queue):
+    """Whether the queue hands messages to its consumers on its own."""
+    return queue.mode == ROUND_ROBIN or queue.mode in FANNING
+
+
+def route(queue, channel):
+    """(exchange, routing key, returned_is_dropped) of a publish to `queue` in its mode,
+    on `channel`: broadcast to the fanout (a return: nobody to take it, dropped), a cache
+    purges first (commands on one channel run in order), the rest to the quorum queue."""
+    if queue.mode == BROADCAST and not queue.options.get("only_first"):
+        return queue.broker.names.fanout(queue.name), "", True
+    if queue.mode == CACHE:
+        channel.queue_purge(queue.amqp_name).addErrback(
+            lambda f: log.failure("clearing cache {queue}", f, queue=queue.name))
+    return "", queue.amqp_name, False
+
+
+def _text(value):
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class ModeLog:
+    """The fleet's mode of every queue (module docstring): `modes` as the log last said."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.name = engine.names.control("modes")
+        self.modes = {}           # queue name -> mode
+        self.channel = None
+        self._unsent = []         # records made while disconnected
+        self._caught_up = None    # (marker, Deferred) while replaying
+
+    @defer.inlineCallbacks
+    def start(self, protocol):
+        """Read the log from its start; fires once this gateway's marker came back."""
+        self.channel = None
+        channel = yield protocol.channel()
+        yield channel.queue_declare(self.name, durable=True, arguments={
+            "x-queue-type": "stream",
+            "x-initial-cluster-size": int(self.engine.replicas)})
+        yield channel.basic_qos(prefetch_count=1000)
+        marker, waiting = uuid.uuid4().hex, defer.Deferred()
+        self._caught_up = (marker, waiting)
+        deliveries, _ = yield channel.basic_consume(
+            self.name, arguments={"x-stream-offset": "first"})
+        self._next(deliveries, channel)
+        self._append(channel, {_MARKER: marker})
+        yield waiting
+        self.channel = channel
+        for queue in list(self.engine.queues.values()):
+            known = self.modes.get(queue.name)
+            if known is None:
+                self.record(queue.name, queue.mode)
+            elif known != queue.mode:
+                queue.apply_mode(known)
+        unsent, self._unsent = self._unsent, []
+        for headers in unsent:
+            self._append(channel, headers)
+
+    def _next(self, deliveries, channel):
+        deliveries.get().addCallbacks(self._received, lambda failure: None,
+                                      callbackArgs=(deliveries, channel))
+
+    def _received(self, received, deliveries, channel):
+        self._next(deliveries, channel)
+        channel.basic_ack(received.method.delivery_tag)
+        headers = received.properties.headers or {}
+        marker = _text(headers.get(_MARKER))
+        if marker is not None:
+            if self._caught_up is not None and self._caught_up[0] == marker:
+                waiting, self._caught_up = self._caught_up[1], None
+                waiting.callback(None)
+            return
+        name, mode = _text(headers.get(_QUEUE)), _text(headers.get(_MODE))
+        if name is None:
+            return
+        if not mode:
+            self.modes.pop(name, None)
+            return
+        self.modes[name] = mode
+        queue = self.engine.queues.get(name)
+        if self._caught_up is None and queue is not None and queue.mode != mode:
+            queue.apply_mode(mode)
+
+    def mode_of(self, name, default):
+        """The fleet's mode for a queue this gateway creates; a new one is recorded."""
+        known = self.modes.get(name)
+        if known is not None:
+            return known
+        self.record(name, default)
+        return default
+
+    def record(self, name, mode):
+        """Append (name, mode): None for a deleted queue."""
+        if mode is None:
+            self.modes.pop(name, None)
+        else:
+            self.modes[name] = mode
+        headers = {_QUEUE: name, _MODE: mode or ""}
+        if self.channel is None:
+            self._unsent.append(headers)
+        else:
+            self._append(self.channel, headers)
+
+    def _append(self, channel, headers):
+        channel.basic_publish("", self.name, b"", BasicProperties(
+            headers=headers, delivery_mode=2)).addErrback(
+                lambda f: log.failure("appending to the mode log", f))
+
+    def lost(self):
+        self.channel, self._caught_up = None, None
+
+
+class Mover:
+    """Push-all's stored messages to every consumer: while this gateway holds a consumer of
+    the queue, it consumes the quorum queue and republishes each message to the queue's
+    fanout (every consumer's queue of every gateway is bound to it), acking the original
+    once RabbitMQ confirmed the copy. A copy nobody took (every consumer gone meanwhile)
+    goes back to the quorum queue."""
+
+    def __init__(self, queue):
+        self.queue = queue
+        self.channel = None
+        self.closed = False
+        self.start()
+
+    @defer.inlineCallbacks
+    def start(self):
+        queue = self.queue
+        try:
+            channel = yield queue.broker.open_channel()
+            if self.closed:
+                channel.close()
+                return
+            self.channel = channel
+            yield channel.confirm_delivery()
+            yield channel.basic_qos(prefetch_count=_MOVING)
+            deliveries, _ = yield channel.basic_consume(queue.amqp_name)
+        except Exception as exc:
+            log.warn("cannot move {queue}'s messages: {why}", queue=queue.name, why=exc)
+            return
+        self._next(deliveries)
+
+    def _next(self, deliveries):
+        deliveries.get().addCallbacks(self._move, lambda failure: None,
+                                      callbackArgs=(deliveries,))
+
+    def _move(self, received, deliveries):
+        self._next(deliveries)
+        channel, tag = self.channel, received.method.delivery_tag
+        if self.closed or channel is None or channel.is_closed:
+            return
+        copy = channel.basic_publish(self.queue.broker.names.fanout(self.queue.name), "",
+                                     received.body, received.properties, mandatory=True)
+        copy.addCallbacks(lambda _: channel.basic_ack(tag),
+                          lambda _: channel.basic_nack(tag, requeue=True) if channel.is_open
+                          else None)
+
+    def stop(self):
+        """Its channel closes: what it held unmoved goes back to the quorum queue."""
+        self.closed = True
+        if self.channel is not None and self.channel.is_open:
+            self.channel.close()
