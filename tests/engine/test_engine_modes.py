@@ -169,3 +169,27 @@ async def test_producer_acks_hear_sent_then_the_consumers_verdict(started):
     assert engine.settle(worker, "m1", False, "bad")
     await started.settle(lambda: len(fates) == 2, "the verdict")
     assert fates[1] == ("nack", "m1", "w", "bad")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_doors_answer_comes_once_its_consumer_is_in_place(started):
+    """Where consumers are in place in the call the answer goes first (before any stored
+    message the consume hands out); on a networked engine once the server has the
+    consumer (the RabbitMQ engine: its basic.consume-ok)."""
+    engine = started.engine
+    jobs = engine.queue("jobs")
+    engine.publish(jobs, message(0))
+    await started.settle(lambda: len(jobs) == 1, "m0 stored")
+    seen, got = [], []
+    worker = consumer("w", got)
+
+    def answer():
+        subscription = getattr(jobs, "subscriptions", {}).get(worker)
+        seen.append(("answer", list(got), subscription and subscription.ctag is not None))
+    engine.answer_in_place(answer, lambda: engine.consume(jobs, worker))
+    if started.at_once:
+        assert seen == [("answer", [], None)] and got == ["m0"]
+    else:
+        assert seen == []
+        await started.settle(lambda: seen, "the answer")
+        assert seen[0][2] is True

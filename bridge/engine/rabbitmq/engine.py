@@ -56,6 +56,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self._ready = []
         self._binds = {}               # queue name -> [(stream, subject, True)] until declared
         self._settling = {}            # stream name -> Deferreds of binds in flight
+        self.placing = None            # during answer_in_place: its consumers' Deferreds
         self.confirms = 0              # publishes RabbitMQ answered (/metrics)
         self.confirm_seconds = 0.0     # their publish-to-answer times, summed
         self.connection.start()
@@ -108,6 +109,26 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
                 if consumer.manual_ack:
                     queue.outstanding -= len(consumer.unacked)
                 consumer.unacked = {}
+
+    def answer_in_place(self, answer, work):
+        """A door's subscribing `work`, its `answer` once RabbitMQ has what it asked for:
+        each consumer it made consuming (basic.consume-ok, or its own queue bound) and
+        every binding in flight bound (bind-ok), so that a client told it is subscribed
+        gets what another gateway publishes next. The answer takes a number of the storage
+        barrier, so it keeps its place among the connection's confirmations."""
+        self.placing = placing = []
+        try:
+            work()
+        finally:
+            self.placing = None
+        waits = placing + [op for ops in self._settling.values() for op in ops]
+        if not waits:
+            answer()
+            return
+        number = self.storage.append()
+        self._pending[number] = None
+        defer.DeferredList(waits).addCallback(lambda _: self._confirmed(number, True))
+        self.storage.when_stored(number, answer)
 
     def unconfirmed(self):
         """How many publishes wait for RabbitMQ's verdict."""

@@ -14,8 +14,8 @@ messages move through RabbitMQ (docs/cluster.md, "Queue modes").
 - only-first push-all or broadcast: one consumer per message, as round-robin.
 
 The fleet's mode of each queue is a log, the stream `<prefix>control.modes`: a record
-(queue, mode) is appended when a gateway creates a queue the log does not know, sets a mode,
-or deletes a queue (mode None). Every gateway reads the log from its start on connecting,
+(queue, mode) is appended when a gateway creates a queue the log does not know (a claim:
+the first claim in the log holds), sets a mode, or deletes a queue (mode None). Every gateway reads the log from its start on connecting,
 before its doors open (a marker record of its own says it has caught up), then follows it:
 a mode another gateway set reaches every gateway, and a gateway learning of a queue takes
 the fleet's mode for it, not its door's default.
@@ -32,8 +32,10 @@ from mqksbridge.core.queue import BROADCAST, CACHE, PUSH_ALL, ROUND_ROBIN
 log = Logger(namespace="mqksbridge.cluster")
 
 FANNING = (PUSH_ALL, BROADCAST)
-_QUEUE, _MODE, _MARKER = PREFIX + "queue", PREFIX + "mode", PREFIX + "marker"
+_QUEUE, _MODE, _CLAIM, _MARKER = (PREFIX + "queue", PREFIX + "mode", PREFIX + "claim",
+                                  PREFIX + "marker")
 _MOVING = 64         # copies a Mover has in flight at most
+_RETRY = 1.0         # seconds between a waiting Mover's tries
 
 
 def fans_out(queue):
@@ -63,42 +65,43 @@ def _text(value):
 
 
 class ModeLog:
-    """The fleet's mode of every queue (module docstring): `modes` as the log last said."""
+    """The fleet's mode of every queue (module docstring): `modes` as the log says.
+
+    A queue the log does not know takes its creator's mode at once, and the creator
+    appends a claim. Every gateway reads the log in the same order, and the first record
+    of a queue decides: a later claim is ignored (its gateway then follows the first),
+    while a mode set on purpose and a deletion always hold."""
 
     def __init__(self, engine):
         self.engine = engine
         self.name = engine.names.control("modes")
-        self.modes = {}           # queue name -> mode
+        self.modes = {}           # queue name -> mode, as read from the log
         self.channel = None
         self._unsent = []         # records made while disconnected
-        self._caught_up = None    # (marker, Deferred) while replaying
+        self._marker = None       # (token, Deferred) while catching up
 
     @defer.inlineCallbacks
     def start(self, protocol):
         """Read the log from its start; fires once this gateway's marker came back."""
-        self.channel = None
+        self.channel, self._marker = None, None
         channel = yield protocol.channel()
         yield channel.queue_declare(self.name, durable=True, arguments={
             "x-queue-type": "stream",
             "x-initial-cluster-size": int(self.engine.replicas)})
         yield channel.basic_qos(prefetch_count=1000)
-        marker, waiting = uuid.uuid4().hex, defer.Deferred()
-        self._caught_up = (marker, waiting)
         deliveries, _ = yield channel.basic_consume(
             self.name, arguments={"x-stream-offset": "first"})
         self._next(deliveries, channel)
-        self._append(channel, {_MARKER: marker})
-        yield waiting
+        token, caught_up = uuid.uuid4().hex, defer.Deferred()
+        self._marker = (token, caught_up)
+        self._append(channel, {_MARKER: token})
+        yield caught_up
         self.channel = channel
-        for queue in list(self.engine.queues.values()):
-            known = self.modes.get(queue.name)
-            if known is None:
-                self.record(queue.name, queue.mode)
-            elif known != queue.mode:
-                queue.apply_mode(known)
         unsent, self._unsent = self._unsent, []
         for headers in unsent:
             self._append(channel, headers)
+        for queue in list(self.engine.queues.values()):   # made while disconnected
+            queue.apply_mode(self.mode_of(queue.name, queue.mode))
 
     def _next(self, deliveries, channel):
         deliveries.get().addCallbacks(self._received, lambda failure: None,
@@ -108,38 +111,36 @@ class ModeLog:
         self._next(deliveries, channel)
         channel.basic_ack(received.method.delivery_tag)
         headers = received.properties.headers or {}
-        marker = _text(headers.get(_MARKER))
-        if marker is not None:
-            if self._caught_up is not None and self._caught_up[0] == marker:
-                waiting, self._caught_up = self._caught_up[1], None
+        token = _text(headers.get(_MARKER))
+        if token is not None:
+            if self._marker is not None and self._marker[0] == token:
+                waiting, self._marker = self._marker[1], None
                 waiting.callback(None)
             return
         name, mode = _text(headers.get(_QUEUE)), _text(headers.get(_MODE))
-        if name is None:
+        if name is None or (headers.get(_CLAIM) and name in self.modes):
             return
         if not mode:
             self.modes.pop(name, None)
             return
         self.modes[name] = mode
         queue = self.engine.queues.get(name)
-        if self._caught_up is None and queue is not None and queue.mode != mode:
+        if queue is not None and queue.mode != mode:
             queue.apply_mode(mode)
 
     def mode_of(self, name, default):
-        """The fleet's mode for a queue this gateway creates; a new one is recorded."""
+        """The mode of a queue this gateway creates: the fleet's, else its own, claimed."""
         known = self.modes.get(name)
         if known is not None:
             return known
-        self.record(name, default)
+        self._record({_QUEUE: name, _MODE: default, _CLAIM: True})
         return default
 
     def record(self, name, mode):
-        """Append (name, mode): None for a deleted queue."""
-        if mode is None:
-            self.modes.pop(name, None)
-        else:
-            self.modes[name] = mode
-        headers = {_QUEUE: name, _MODE: mode or ""}
+        """A mode set on purpose, or None: the queue is deleted."""
+        self._record({_QUEUE: name, _MODE: mode or ""})
+
+    def _record(self, headers):
         if self.channel is None:
             self._unsent.append(headers)
         else:
@@ -151,7 +152,7 @@ class ModeLog:
                 lambda f: log.failure("appending to the mode log", f))
 
     def lost(self):
-        self.channel, self._caught_up = None, None
+        self.channel, self._marker = None, None
 
 
 class Mover:
@@ -159,30 +160,49 @@ class Mover:
     the queue, it consumes the quorum queue and republishes each message to the queue's
     fanout (every consumer's queue of every gateway is bound to it), acking the original
     once RabbitMQ confirmed the copy. A copy nobody took (every consumer gone meanwhile)
-    goes back to the quorum queue."""
+    goes back to the quorum queue.
+
+    One Mover moves at a time across the fleet, so every consumer sees the messages in
+    the order the queue holds them: it moves while it holds the queue's lock, an exclusive
+    queue `<prefix>mover.NAME` (RabbitMQ refuses it to every other connection, and drops
+    it with its connection). The Movers of other gateways try again each second (`tick`),
+    and one takes over when the moving gateway's consumers, or the gateway, are gone."""
 
     def __init__(self, queue):
         self.queue = queue
         self.channel = None
         self.closed = False
+        self.trying = False       # a channel or a basic.consume on its way
+        self.retry_at = 0.0       # not before (a refused try closes a channel: not too often)
         self.start()
 
     @defer.inlineCallbacks
     def start(self):
         queue = self.queue
+        self.trying = True
         try:
             channel = yield queue.broker.open_channel()
             if self.closed:
                 channel.close()
                 return
             self.channel = channel
+            yield channel.queue_declare(queue.broker.names.mover(queue.name), exclusive=True)
             yield channel.confirm_delivery()
             yield channel.basic_qos(prefetch_count=_MOVING)
             deliveries, _ = yield channel.basic_consume(queue.amqp_name)
-        except Exception as exc:
-            log.warn("cannot move {queue}'s messages: {why}", queue=queue.name, why=exc)
+        except Exception:
+            self.channel = None   # another gateway moves (405), or no connection now
+            self.retry_at = queue.broker.clock.now() + _RETRY
             return
+        finally:
+            self.trying = False
         self._next(deliveries)
+
+    def tick(self, now):
+        """Not moving: try again (another gateway's Mover may be gone)."""
+        if (not self.closed and not self.trying and now >= self.retry_at
+                and (self.channel is None or self.channel.is_closed)):
+            self.start()
 
     def _next(self, deliveries):
         deliveries.get().addCallbacks(self._move, lambda failure: None,
@@ -203,4 +223,5 @@ class Mover:
         """Its channel closes: what it held unmoved goes back to the quorum queue."""
         self.closed = True
         if self.channel is not None and self.channel.is_open:
+            self.channel.queue_delete(self.queue.broker.names.mover(self.queue.name))
             self.channel.close()

@@ -191,6 +191,8 @@ class RemoteQueue:
     # -- time -----------------------------------------------------------------------------
     def tick(self, now):
         """Ack timeouts: a delivery held past the queue's `ack_timeout` goes back."""
+        if self.mover is not None:
+            self.mover.tick(now)
         timeout = self.options.get("ack_timeout")
         if timeout is None:
             return
@@ -237,6 +239,10 @@ class Subscription:
         self.consuming = None      # the AMQP queue it consumes
         self.own = None            # its queue of its own, once declared and bound
         self.binding = None        # while its own queue is on its way (queue.binding)
+        self.placed = None         # a door's answer waits for it (answer_in_place)
+        if self.engine.placing is not None:
+            self.placed = defer.Deferred()
+            self.engine.placing.append(self.placed)
         self.pulls = defer.DeferredLock()   # one pull at a time (one basic.get in flight)
         self.waiting = []          # pulls waiting for its channel
         self.expect = 0            # deliveries it may still bring (its prefetch, less those)
@@ -270,6 +276,7 @@ class Subscription:
                      why=exc)
             self.busy = False
             self._bound()
+            self._in_place()
             return
         if self.closed:
             channel.close()
@@ -300,6 +307,8 @@ class Subscription:
     def sync(self):
         """Bring the basic.consume in line with the window: none at 0, else one whose
         prefetch is the credit (a credit that grew restarts it)."""
+        if self.closed:
+            self._in_place()
         if self.busy or self.channel is None or self.closed:
             return
         want = self.window()
@@ -312,9 +321,19 @@ class Subscription:
             if (want == 0 or self.consuming != source
                     or (self.consumer.credit is not None and want > self.expect)):
                 self._cancel()
+            else:
+                self._in_place()
             return
         if want:
             self._consume(want, source)
+        else:
+            self._in_place()
+
+    def _in_place(self):
+        """Consuming as its window says (or given up): a door's answer may go."""
+        placed, self.placed = self.placed, None
+        if placed is not None:
+            placed.callback(None)
 
     @defer.inlineCallbacks
     def _declare_own(self):
@@ -330,6 +349,7 @@ class Subscription:
                      queue=self.queue.name, why=exc)
             self.busy = False
             self._bound()
+            self._in_place()
             return
         self.busy = False
         self.own = own
@@ -345,6 +365,7 @@ class Subscription:
         except Exception as exc:
             log.warn("cannot consume {queue}: {why}", queue=self.queue.name, why=exc)
             self.busy = False
+            self._in_place()
             return
         self.busy = False
         if self.closed:
@@ -464,6 +485,7 @@ class Subscription:
         consumer's copy, settled for this one alone)."""
         self.closed = True
         self._bound()
+        self._in_place()
         if self.channel is not None and self.channel.is_open:
             if self.own is not None:
                 self.channel.queue_delete(self.own)

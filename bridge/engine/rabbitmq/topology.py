@@ -47,6 +47,11 @@ class Names:
         of its own is bound to it (bridge.engine.rabbitmq.modes)."""
         return f"{self.prefix}f.{name}"
 
+    def mover(self, name):
+        """The lock of queue `name`'s mover: an exclusive queue, held by one gateway's
+        connection at a time (bridge.engine.rabbitmq.modes.Mover)."""
+        return f"{self.prefix}mover.{name}"
+
     def control(self, what):
         """A fleet-wide control object: `control.modes` is the log of queue modes."""
         return f"{self.prefix}control.{what}"
