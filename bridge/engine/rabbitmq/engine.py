@@ -44,7 +44,6 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self.node, self.replicas, self.prefetch = node, replicas, prefetch
         self.names = topology.Names(prefix)
         self.reactor = reactor
-        self.modes = modes.ModeLog(self)    # the fleet's mode of each queue
         self.acks = acks.Acks(self)         # producer acks waiting on other gateways
         self.connection = Connection(reactor, urls, self._opened, self._lost,
                                      name=f"mqksbridge {node}")
@@ -56,6 +55,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self._ready = []
         self._binds = {}               # queue name -> [(stream, subject, True)] until declared
         self._settling = {}            # stream name -> Deferreds of binds in flight
+        self.modes = modes.ModeLog(self, urls)   # the fleet's mode of each queue
         self.placing = None            # during answer_in_place: its consumers' Deferreds
         self.confirms = 0              # publishes RabbitMQ answered (/metrics)
         self.confirm_seconds = 0.0     # their publish-to-answer times, summed
@@ -76,7 +76,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         yield publisher.confirm_delivery()
         self._declarer = yield protocol.channel()
         yield self.acks.start(self._declarer)
-        yield self.modes.start(protocol)
+        yield self.modes.caught_up()
         self._publisher = publisher
         for stream in list(self.streams.values()):
             self._declare_stream(stream)
@@ -97,7 +97,6 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         deliveries are forgotten (RabbitMQ hands them out again)."""
         self._publisher = self._declarer = None
         self.acks.lost()
-        self.modes.lost()
         for number in sorted(n for n, verdict in self._pending.items() if verdict is None):
             self._confirmed(number, False)
         for queue in self.queues.values():
@@ -141,8 +140,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         return protocol.channel()
 
     def stop(self):
-        """Close the connection; a Deferred fired once closed."""
-        return self.connection.stop()
+        """Close the connections; a Deferred fired once closed."""
+        return defer.gatherResults([self.connection.stop(), self.modes.stop()])
 
     # -- declaring ------------------------------------------------------------------------
     def queue(self, name, create=True, **options):

@@ -23,9 +23,10 @@ the fleet's mode for it, not its door's default.
 import uuid
 
 from pika import BasicProperties
-from twisted.internet import defer
+from twisted.internet import defer, task
 from twisted.logger import Logger
 
+from mqksbridge.bridge.engine.rabbitmq.connection import Connection
 from mqksbridge.bridge.engine.rabbitmq.envelope import PREFIX
 from mqksbridge.core.queue import BROADCAST, CACHE, PUSH_ALL, ROUND_ROBIN
 
@@ -36,6 +37,8 @@ _QUEUE, _MODE, _CLAIM, _MARKER = (PREFIX + "queue", PREFIX + "mode", PREFIX + "c
                                   PREFIX + "marker")
 _MOVING = 64         # copies a Mover has in flight at most
 _RETRY = 1.0         # seconds between a waiting Mover's tries
+_MARKS = 10         # tries of the catching-up marker, _RETRY apart
+_EVERY_NODE = 255    # the log's replicas: RabbitMQ puts one on each node it has, at most
 
 
 def fans_out(queue):
@@ -70,38 +73,81 @@ class ModeLog:
     A queue the log does not know takes its creator's mode at once, and the creator
     appends a claim. Every gateway reads the log in the same order, and the first record
     of a queue decides: a later claim is ignored (its gateway then follows the first),
-    while a mode set on purpose and a deletion always hold."""
+    while a mode set on purpose and a deletion always hold.
 
-    def __init__(self, engine):
+    The log has an AMQP connection of its own: RabbitMQ 3.10 closes the whole connection
+    of a stream consumer while the stream elects a new leader (a node died), which must
+    not take the gateway's consumers with it."""
+
+    def __init__(self, engine, urls):
         self.engine = engine
         self.name = engine.names.control("modes")
         self.modes = {}           # queue name -> mode, as read from the log
         self.channel = None
         self._unsent = []         # records made while disconnected
         self._marker = None       # (token, Deferred) while catching up
+        self._read = defer.Deferred()   # fired once the log was read (or given up) once
+        self.connection = Connection(engine.reactor, urls, self.start, self._lost,
+                                     name=f"mqksbridge-modes {engine.node}")
+        self.connection.start()
+
+    def caught_up(self):
+        """A Deferred fired once this gateway has read the log once (doors open then)."""
+        waiting = defer.Deferred()
+        self._read.addBoth(lambda result: (waiting.callback(None), result)[1])
+        return waiting
+
+    def _given_up(self):
+        if not self._read.called:
+            self._read.callback(None)
+
+    def stop(self):
+        return self.connection.stop()
 
     @defer.inlineCallbacks
     def start(self, protocol):
-        """Read the log from its start; fires once this gateway's marker came back."""
+        """Read the log from its start; fires once this gateway's marker came back. A
+        gateway that cannot read it (RabbitMQ 3.10 serves a stream over AMQP only from a
+        node with a replica: one that was down when the log was made has none) says so and
+        goes on with its own modes, as if alone."""
         self.channel, self._marker = None, None
-        channel = yield protocol.channel()
-        yield channel.queue_declare(self.name, durable=True, arguments={
-            "x-queue-type": "stream",
-            "x-initial-cluster-size": int(self.engine.replicas)})
-        yield channel.basic_qos(prefetch_count=1000)
-        deliveries, _ = yield channel.basic_consume(
-            self.name, arguments={"x-stream-offset": "first"})
+        try:
+            channel = yield protocol.channel()
+            yield channel.queue_declare(self.name, durable=True, arguments={
+                "x-queue-type": "stream", "x-initial-cluster-size": _EVERY_NODE})
+            yield channel.basic_qos(prefetch_count=1000)
+            deliveries, _ = yield channel.basic_consume(
+                self.name, arguments={"x-stream-offset": "first"})
+        except Exception as exc:
+            log.warn("cannot read the mode log {log}: {why}; this gateway's queue modes "
+                     "are its own until it reconnects", log=self.name, why=exc)
+            self._unsent = []
+            self._given_up()
+            return
         self._next(deliveries, channel)
         token, caught_up = uuid.uuid4().hex, defer.Deferred()
         self._marker = (token, caught_up)
-        self._append(channel, {_MARKER: token})
-        yield caught_up
+        for _ in range(_MARKS):       # a stream electing a new leader may lose a publish
+            self._append(channel, {_MARKER: token})
+            pause = task.deferLater(self.engine.reactor, _RETRY, lambda: None)
+            pause.addErrback(lambda f: f.trap(defer.CancelledError))
+            yield defer.DeferredList([caught_up, pause], fireOnOneCallback=True)
+            if caught_up.called:
+                pause.cancel()
+                break
+        else:
+            log.warn("the mode log {log} does not answer; this gateway's queue modes are "
+                     "its own until it reconnects", log=self.name)
+            self._marker, self._unsent = None, []
+            self._given_up()
+            return
         self.channel = channel
         unsent, self._unsent = self._unsent, []
         for headers in unsent:
             self._append(channel, headers)
         for queue in list(self.engine.queues.values()):   # made while disconnected
             queue.apply_mode(self.mode_of(queue.name, queue.mode))
+        self._given_up()
 
     def _next(self, deliveries, channel):
         deliveries.get().addCallbacks(self._received, lambda failure: None,
@@ -142,7 +188,8 @@ class ModeLog:
 
     def _record(self, headers):
         if self.channel is None:
-            self._unsent.append(headers)
+            if self._marker is not None or self.connection.protocol is None:
+                self._unsent.append(headers)     # connecting: the log comes next
         else:
             self._append(self.channel, headers)
 
@@ -151,7 +198,7 @@ class ModeLog:
             headers=headers, delivery_mode=2)).addErrback(
                 lambda f: log.failure("appending to the mode log", f))
 
-    def lost(self):
+    def _lost(self, reason):
         self.channel, self._marker = None, None
 
 
