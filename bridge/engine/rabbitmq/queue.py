@@ -465,7 +465,8 @@ class Subscription:
         """ack (True), nack for good (False) or hand back (None)."""
         if self.channel is None or self.channel.is_closed:
             return       # the channel went: RabbitMQ hands it out again
-        if self.consumer.credit is not None and entry.ctag == self.ctag:
+        if (self.consumer.credit is not None and entry.ctag is not None
+                and entry.ctag == self.ctag):
             self._cancel()
         if positive:
             self.channel.basic_ack(entry.tag)
