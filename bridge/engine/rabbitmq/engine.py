@@ -7,8 +7,10 @@ channel in confirm mode; every publish takes the next number of the storage barr
 (core.storage), and the barrier moves past a number once RabbitMQ confirmed it and every
 earlier one, so confirmations come out in publish order whatever order RabbitMQ acks in,
 and a door's batched barrier works unchanged. A publish RabbitMQ refuses (nack: a full
-queue that rejects publishes; an unroutable return; a connection lost before the ack) is
-confirmed False.
+queue that rejects publishes; an unroutable return) is confirmed False. A publish RabbitMQ has not answered when the connection goes, or made
+while there is none, is held and sent on the next connection (at least once: the first
+copy may have got in; the message id tells them apart), so the barrier never passes a
+publish RabbitMQ did not take: a door's confirmation is RabbitMQ's publisher confirm.
 """
 import pika.exceptions
 from twisted.internet import defer
@@ -20,10 +22,15 @@ from mqksbridge.bridge.engine.verbs import ConsumerVerbs
 from mqksbridge.bridge.engine.rabbitmq import acks, envelope, modes, topology
 from mqksbridge.bridge.engine.rabbitmq.connection import Connection
 from mqksbridge.bridge.engine.rabbitmq.queue import RemoteQueue
+from mqksbridge.bridge.engine.rabbitmq.readers import Tap, mark
 from mqksbridge.bridge.engine.rabbitmq.stream import RemoteStream
 from mqksbridge.core.broker import Broker
 
 log = Logger(namespace="mqksbridge.cluster")
+
+MAX_HELD = 100_000   # publishes held for the next connection at most; more are refused
+_REFUSALS = (pika.exceptions.NackError, pika.exceptions.UnroutableError,
+             pika.exceptions.ChannelClosedByBroker)   # RabbitMQ's verdicts, not a lost link
 
 
 @implementer(IEngine)
@@ -49,16 +56,19 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
                                      name=f"mqksbridge {node}")
         self._publisher = None         # the confirm-mode channel
         self._declarer = None          # the channel declares and counts go on
-        self._sent = {}                # AMQP publish number -> barrier number, on the channel
+        self._held = {}                # barrier number -> publish, for the next connection
+        self._flying = {}              # barrier number -> publish sent, not answered yet
         self._pending = {}             # barrier number -> None (waiting) or verdict
         self._refused = set()          # barrier numbers RabbitMQ refused
         self._ready = []
         self._binds = {}               # queue name -> [(stream, subject, True)] until declared
         self._settling = {}            # stream name -> Deferreds of binds in flight
+        self._drops = set()            # publish numbers a return drops (broadcast)
         self.modes = modes.ModeLog(self, urls)   # the fleet's mode of each queue
         self.placing = None            # during answer_in_place: its consumers' Deferreds
         self.confirms = 0              # publishes RabbitMQ answered (/metrics)
         self.confirm_seconds = 0.0     # their publish-to-answer times, summed
+        self.tap = Tap(self)           # what other gateways publish, for readers here
         self.connection.start()
 
     # -- connection -----------------------------------------------------------------------
@@ -85,22 +95,26 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         for stream in list(self.streams.values()):
             for name, subjects in stream.bindings.items():
                 self.bind(stream, name, sorted(subjects), ())
+        self.tap.opened(protocol)
         for queue in list(self.queues.values()):
             for subscription in queue.subscriptions.values():
                 subscription.reopen()
+        self._send_held()
         ready, self._ready = self._ready, []
         for waiting in ready:
             waiting.callback(self)
 
     def _lost(self, reason):
-        """What was in flight is unknown: unconfirmed publishes are confirmed False,
-        deliveries are forgotten (RabbitMQ hands them out again)."""
+        """What was in flight is unknown: unconfirmed publishes are held for the next
+        connection (pika fails each, `_failed`), deliveries are forgotten (RabbitMQ hands
+        them out again)."""
         self._publisher = self._declarer = None
+        self.tap.lost()
         self.acks.lost()
-        for number in sorted(n for n, verdict in self._pending.items() if verdict is None):
-            self._confirmed(number, False)
         for queue in self.queues.values():
-            queue.declared = defer.Deferred()
+            declaring, queue.declared = queue.declared, defer.Deferred()
+            if not declaring.called:     # publishes waiting for it wait for the next one
+                queue.when_declared().addCallback(declaring.callback)
             if queue.mover is not None:
                 queue.mover.stop()
                 queue.mover = None
@@ -167,8 +181,18 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         return stream
 
     def _declare_stream(self, stream):
-        self._track(stream, self._declarer.exchange_declare(
-            stream.exchange, exchange_type="direct", durable=True))
+        """The fanout exchange publishes go to, the direct one queues bind subjects on,
+        and the exchange-to-exchange binding between them (stream.py)."""
+        declarer = self._declarer
+        self._track(stream, declarer.exchange_declare(stream.exchange, exchange_type="fanout",
+                                                      durable=True))
+        self._track(stream, declarer.exchange_declare(stream.subjects, exchange_type="direct",
+                                                      durable=True))
+        self._track(stream, declarer.exchange_bind(stream.subjects, stream.exchange))
+
+    def settled(self, stream):
+        """A Deferred fired once the declares and binds of `stream` in flight are done."""
+        return defer.DeferredList(list(self._settling.get(stream.name, ())))
 
     def _track(self, stream, operation):
         """A declare or bind of `stream` in flight: its publishes wait for it (a publish
@@ -205,7 +229,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         if queue is None or self._declarer is None:
             return None
         verb = self._declarer.queue_bind if on else self._declarer.queue_unbind
-        return verb(queue.amqp_name, stream.exchange, routing_key=subject).addErrback(
+        return verb(queue.amqp_name, stream.subjects,
+                    routing_key=topology.routing_key(subject)).addErrback(
             lambda f: log.failure("binding {queue} to {stream}", f, queue=queue.name,
                                   stream=stream.name))
 
@@ -215,11 +240,12 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         on a channel of its own, once the stream's exchange is declared (RabbitMQ closes the
         channel with 404 when no gateway has the queue yet: the binding then waits for this
         gateway to declare it, as in the core, where it routes once the queue exists)."""
-        yield defer.DeferredList(list(self._settling.get(stream.name, ())))
+        yield self.settled(stream)
         try:
             channel = yield self.open_channel()
             verb = channel.queue_bind if on else channel.queue_unbind
-            yield verb(self.names.queue(queue_name), stream.exchange, routing_key=subject)
+            yield verb(self.names.queue(queue_name), stream.subjects,
+                       routing_key=topology.routing_key(subject))
             channel.close()
         except pika.exceptions.ChannelClosedByBroker as refused:
             if refused.reply_code != 404:
@@ -227,22 +253,30 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         except Exception:
             log.failure("binding {queue} to {stream}", queue=queue_name, stream=stream.name)
 
-    def publish_to_stream(self, stream, message):
+    def publish_to_stream(self, stream, message, gateway=None):
         """One copy of `message` to the stream's exchange, through the barrier like every
-        publish (RabbitMQ drops it if no queue of any gateway is bound: not a refusal)."""
-        if self._publisher is None:
+        publish (RabbitMQ drops it if no queue of any gateway is bound: not a refusal);
+        `gateway`: this gateway's id in its headers, when its readers' queue may bring it
+        back here (readers.Tap skips it)."""
+        if self._full():
             self.counters["refused"] += 1
             return False
+        try:
+            properties, body = envelope.encode(message, self.clock.now())
+        except ValueError:           # text AMQP cannot carry: refused, the barrier unharmed
+            self.counters["refused"] += 1
+            return False
+        if gateway is not None:
+            mark(properties, gateway)
+        key = topology.routing_key(message.subject)
         number = self.storage.append()
         self._pending[number] = None
-        properties, body = envelope.encode(message, self.clock.now())
         flight = self._settling.get(stream.name)
         if flight:
             defer.DeferredList(list(flight)).addCallback(
-                lambda _: self._send_to(stream.exchange, message.subject, number,
-                                        properties, body, False))
+                lambda _: self._send_to(stream.exchange, key, number, properties, body, False))
         else:
-            self._send_to(stream.exchange, message.subject, number, properties, body, False)
+            self._send_to(stream.exchange, key, number, properties, body, False)
         return True
 
     def arguments_of(self, queue):
@@ -278,6 +312,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             if channel.is_open:
                 channel.close()
         except Exception:
+            if not protocol.is_open:     # lost: _lost hands `declared` on to the next
+                return
             log.failure("declaring {queue} on the cluster", queue=queue.name)
         if not declared.called:
             declared.callback(ok)        # None: its publishes are refused
@@ -308,16 +344,18 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             queue.count = frame.method.message_count
 
     def busy(self):
-        """Whether a publish waits for its confirm or a consumer's basic.consume or
-        cancel is in flight."""
-        return bool(self.unconfirmed()) or bool(self._settling) or any(
-            s.busy for q in self.queues.values() for s in q.subscriptions.values())
+        """Whether a publish waits for its confirm, or a consumer's basic.consume or
+        cancel or a readers' queue bind is in flight."""
+        return bool(self.unconfirmed()) or bool(self._settling) or bool(self.tap.pending) \
+            or any(s.busy for q in self.queues.values() for s in q.subscriptions.values())
 
     @defer.inlineCallbacks
     def barrier(self):
-        """Once nothing is busy: the lengths read again, then a round trip on every
-        consumer's channel, so that what RabbitMQ counted as handed out has arrived."""
+        """Once nothing is busy: the lengths read again, then a round trip on the readers'
+        queue's channel and every consumer's, so that what RabbitMQ counted as handed out
+        has arrived."""
         yield self.refresh()
+        yield self.tap.round_trip()
         for queue in list(self.queues.values()):
             for subscription in list(queue.subscriptions.values()):
                 yield subscription.round_trip()
@@ -334,17 +372,19 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         queue confirms once a majority of its replicas has the message on disk)."""
         if isinstance(queue, str):
             queue = self.queue(queue)
-        if queue.refusal(message) is not None or self._publisher is None:
+        encoded = None
+        if queue.refusal(message) is None and not self._full():
+            encoded = self._encode(message)
+        if encoded is None:
             queue.dropped += 1
             self.counters["refused"] += 1
             return defer.succeed(False) if confirm else False
         queue.received += 1
         number = self.storage.append()
         self._pending[number] = None
-        properties, body = envelope.encode(message, self.clock.now())
         if observer is not None:
-            self.acks.ask(number, message, observer, properties)
-        queue.declared.addCallback(self._send, number, properties, body)
+            self.acks.ask(number, message, observer, encoded[0])
+        queue.declared.addCallback(self._send, number, *encoded)
         if not confirm:
             return True
         confirmed = defer.Deferred()
@@ -352,13 +392,20 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             number not in self._refused))
         return confirmed
 
+    def _encode(self, message):
+        """(properties, body), or None when AMQP cannot carry the message (text that is
+        not UTF-8: an MQKS event may be any bytes). Before the publish takes its place in
+        the confirmation order: one that raised after would hold every later one."""
+        try:
+            return envelope.encode(message, self.clock.now())
+        except UnicodeError:
+            return None
+
     def _send(self, queue, number, properties, body):
         if queue is not None and queue.binding:     # a consumer's queue is on its way
             defer.DeferredList(list(queue.binding)).addCallback(
                 lambda _: self._send(queue, number, properties, body))
         elif queue is None:
-            self._confirmed(number, False)
-        elif self._publisher is None:
             self._confirmed(number, False)
         else:
             exchange, key, dropped = modes.route(queue, self._publisher)
@@ -366,25 +413,66 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         return queue
 
     def _send_to(self, exchange, key, number, properties, body, mandatory, dropped=False):
-        """basic.publish, its confirm (or a lost channel's failure) the verdict of
-        `number`; `mandatory`: a message no queue takes is refused, or with `dropped`
-        (broadcast) taken and dropped: nobody was there to take it."""
+        """basic.publish, its confirm the verdict of `number` (a nack or, `mandatory`, a
+        message no queue takes: refused, or with `dropped` (broadcast) taken and dropped:
+        nobody was there to take it); without a connection it is held for the next."""
+        if dropped:
+            self._drops.add(number)
+        publish = (exchange, key, properties, body, mandatory)
         channel = self._publisher
         if channel is None:
-            self._confirmed(number, False)
+            self._held[number] = publish
             return
+        self._flying[number] = publish
         sent = self.reactor.seconds()
-        acked = channel.basic_publish(exchange, key, body, properties, mandatory=mandatory)
-        acked.addCallbacks(self._answered, self._answered, (number, True, sent), None,
-                           (number, False, sent, dropped))
+        try:
+            acked = channel.basic_publish(exchange, key, body, properties,
+                                          mandatory=mandatory)
+        except (UnicodeError, TypeError, ValueError):   # a header value AMQP cannot carry
+            log.failure("publish {number} cannot be sent: refused", number=number)
+            return self._answered(None, number, sent, False)
+        acked.addCallbacks(self._answered, self._failed, (number, sent), None, (number, sent))
 
-    def _answered(self, result, number, ok, sent, dropped=False):
+    def _answered(self, _, number, sent, ok=True):
+        self._flying.pop(number, None)
+        self._drops.discard(number)
         self.confirms += 1
         self.confirm_seconds += self.reactor.seconds() - sent
-        if dropped and not ok and result.check(pika.exceptions.UnroutableError):
-            self.acks.refused(number, "no-consumers")
-            ok = True
         self._confirmed(number, ok)
+
+    def _failed(self, failure, number, sent):
+        """A refusal is the verdict; a connection lost before the answer holds the
+        publish for the next connection (RabbitMQ may or may not have it)."""
+        if failure.check(pika.exceptions.UnroutableError) and number in self._drops:
+            self.acks.refused(number, "no-consumers")      # broadcast: nobody took it
+            return self._answered(None, number, sent, True)
+        if failure.check(*_REFUSALS):
+            return self._answered(None, number, sent, False)
+        publish = self._flying.pop(number, None)
+        if publish is not None:
+            self._held[number] = publish
+            if self._publisher is not None and self._publisher.is_open:   # a new one
+                self._send_held()
+        return None
+
+    def _send_held(self):
+        """On a new connection: the held publishes, in order, once the streams' exchanges
+        are declared again."""
+        held, self._held = self._held, {}
+        flight = [d for ds in self._settling.values() for d in ds]
+
+        def send(_=None):
+            for number in sorted(held):
+                exchange, key, properties, body, mandatory = held[number]
+                self._send_to(exchange, key, number, properties, body, mandatory)
+        if flight:
+            defer.DeferredList(flight).addCallback(send)
+        else:
+            send()
+
+    def _full(self):
+        """Whether no more publishes can be held while the connection is down."""
+        return self._publisher is None and self.unconfirmed() >= MAX_HELD
 
     def _confirmed(self, number, ok):
         """RabbitMQ's verdict on publish `number`; the barrier moves past every number

@@ -54,10 +54,11 @@ def pushes(queue):
 def route(queue, channel):
     """(exchange, routing key, returned_is_dropped) of a publish to `queue` in its mode,
     on `channel`: broadcast to the fanout (a return: nobody to take it, dropped), a cache
-    purges first (commands on one channel run in order), the rest to the quorum queue."""
+    purges first (commands on one channel run in order; a publish held while the gateway
+    is disconnected does not), the rest to the quorum queue."""
     if queue.mode == BROADCAST and not queue.options.get("only_first"):
         return queue.broker.names.fanout(queue.name), "", True
-    if queue.mode == CACHE:
+    if queue.mode == CACHE and channel is not None:
         channel.queue_purge(queue.amqp_name).addErrback(
             lambda f: log.failure("clearing cache {queue}", f, queue=queue.name))
     return "", queue.amqp_name, False
