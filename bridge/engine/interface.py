@@ -91,6 +91,11 @@ class IEngine(Interface):
     def cancel(consumer):
         """Detach a consumer; what it held goes back to its queue."""
 
+    def answer_in_place(answer, work):
+        """Run a door's subscribing `work` (a consume, a channel join, a binding) and call
+        `answer` (the door's reply to its client) once what it asked for is in place: first,
+        where that is so in the call; once the server has it, where it is elsewhere."""
+
     # -- lifecycle --------------------------------------------------------------------------
     def subscribe(listener):
         """listener(event, **data) for lifecycle events: queue-created/-defined/-removed

@@ -20,3 +20,11 @@ class ConsumerVerbs:
 
     def cancel(self, consumer):
         self.remove_consumer(consumer)
+
+    def answer_in_place(self, answer, work):
+        """A door's subscribing `work` (a consume, a channel join, a binding) and its
+        `answer` to the client. Here every consumer and binding is in place in the call, so
+        the answer goes first, before any stored message the work hands out; an engine
+        whose consumers reach a server later answers once they are there."""
+        answer()
+        work()

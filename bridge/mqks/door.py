@@ -59,6 +59,10 @@ class Outlet:
         self.cid = cid
 
 
+def _nothing():
+    """No work: a rebind only waits for the bindings it set (answer_in_place)."""
+
+
 def _deliver(consumer, entry):
     """Same-door messages relay their pre-built tail at once; the rest (foreign messages,
     redeliveries) are converted at flush time, a turn's worth together (Outbox.defer)."""
@@ -297,10 +301,9 @@ class MqksDoor:
             if add:
                 others.append(consumer)
             self._send_updates(queue_raw, new_events, queue.when_unused, others)
-        if confirm:
-            conn.write(ok(cid))
         self.consumers[cid] = consumer
-        self.broker.consume(queue, consumer)
+        self.broker.answer_in_place(partial(self._confirm, conn, cid, confirm),
+                                    partial(self.broker.consume, queue, consumer))
 
     def rebind(self, conn, req_id, data, confirm):
         queue_raw, replace, remove, masks, add = parse_rebind(data)
@@ -311,6 +314,10 @@ class MqksDoor:
             if queue is not None:
                 self.broker.emit("queue-defined", queue=queue)
                 self._send_updates(queue_raw, new_events, queue.when_unused, queue.consumers)
+        self.broker.answer_in_place(partial(self._confirm, conn, req_id, confirm), _nothing)
+
+    @staticmethod
+    def _confirm(conn, req_id, confirm):
         if confirm:
             conn.write(ok(req_id))
 

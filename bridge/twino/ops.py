@@ -6,6 +6,7 @@ Where 3.7.2 stays silent (an existing channel, a queue the channel refuses) or f
 the connection) we answer with a code instead; specs/twino.md lists each case.
 """
 import json
+from functools import partial
 
 from mqksbridge.bridge.engine import (
     BROKER, MAILBOX, MANAGE, QUEUE, STREAM, Denied, check, queue_name)
@@ -104,8 +105,9 @@ class TwinoOperations:
         limit = channel.attrs.get("twino", {}).get("client_limit") or 0
         if limit and len(self.broker.members(channel)) >= limit:
             return ResultCode.LIMIT_EXCEEDED
-        self.answer(conn, frame, OK)      # the answer goes before any stored message
-        self.broker.join_channel(channel, client, self.queues.member_consumer(conn))
+        self.broker.answer_in_place(    # before any stored message, once consumers are in place
+            partial(self.answer, conn, frame, OK),
+            partial(self.broker.join_channel, channel, client, self.queues.member_consumer(conn)))
 
     def leave(self, conn, frame):
         channel = self.broker.channels.get(frame.target or "")

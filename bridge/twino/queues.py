@@ -15,6 +15,8 @@ through bridge.convert.twino.
 import fnmatch
 from functools import partial
 
+from twisted.internet import defer
+
 from mqksbridge.bridge.convert import Unrepresentable, dropped
 from mqksbridge.bridge.convert.twino import from_frame, queue_delivery
 from mqksbridge.bridge.engine import (
@@ -580,6 +582,15 @@ class TwinoQueues:
         lifo = (request.header(Header.ORDER) or "").strip().upper() == "LIFO"
         left = [] if info else None
         entries = state.queue.pull(consumer, count, lifo, clear, left)
+        if isinstance(entries, defer.Deferred):      # the cluster engine answers later
+            entries.addCallback(self.pulled, conn, request, state, consumer, count, left)
+            entries.addErrback(lambda _: write(encode(pull_status(request, NoContent.EMPTY))))
+            return None
+        return self.pulled(entries, conn, request, state, consumer, count, left)
+
+    def pulled(self, entries, conn, request, state, consumer, count, left):
+        """The answer to a pull: each entry taken, then End (or Empty)."""
+        write = conn.write
         if not entries:
             return write(encode(pull_status(request, NoContent.EMPTY)))
         ack_bit = consumer.manual_ack

@@ -5,6 +5,8 @@ topology    names and declare arguments: quorum queues, the exchanges of each st
 envelope    a core Message as AMQP properties, headers and body, and back
 queue       RemoteQueue (a core queue's public methods over a quorum queue) and the
             Subscription of each consumer (credit over prefetch)
+modes       what each delivery mode does in RabbitMQ, and the fleet's mode log
+acks        producer acks across gateways (a reply queue per gateway)
 stream      RemoteStream: exact bindings in RabbitMQ, readers and routers here
 readers     the Tap: this gateway's queue of what other gateways publish to streams it reads
 engine      RabbitMQEngine: the core broker's model in the gateway, queues in RabbitMQ

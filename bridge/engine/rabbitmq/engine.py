@@ -21,7 +21,7 @@ from zope.interface import implementer
 
 from mqksbridge.bridge.engine.interface import IEngine
 from mqksbridge.bridge.engine.verbs import ConsumerVerbs
-from mqksbridge.bridge.engine.rabbitmq import envelope, topology
+from mqksbridge.bridge.engine.rabbitmq import acks, envelope, modes, topology
 from mqksbridge.bridge.engine.rabbitmq.connection import Connection
 from mqksbridge.bridge.engine.rabbitmq.control import Bus
 from mqksbridge.bridge.engine.rabbitmq.events import FleetEvents
@@ -57,6 +57,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self.node, self.replicas, self.prefetch = node, replicas, prefetch
         self.names = topology.Names(prefix)
         self.reactor = reactor
+        self.acks = acks.Acks(self)         # producer acks waiting on other gateways
         self.connection = Connection(reactor, urls, self._opened, self._lost,
                                      name=f"mqksbridge {node}")
         self._publisher = None         # the confirm-mode channel
@@ -68,6 +69,9 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self._ready = []
         self._binds = {}               # queue name -> [(stream, subject, True)] until declared
         self._settling = {}            # stream name -> Deferreds of binds in flight
+        self._drops = set()            # publish numbers a return drops (broadcast)
+        self.modes = modes.ModeLog(self, urls)   # the fleet's mode of each queue
+        self.placing = None            # during answer_in_place: its consumers' Deferreds
         self.confirms = 0              # publishes RabbitMQ answered (/metrics)
         self.confirm_seconds = 0.0     # their publish-to-answer times, summed
         self.tap = Tap(self)           # what other gateways publish, for readers here
@@ -88,6 +92,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         publisher = yield protocol.channel()
         yield publisher.confirm_delivery()
         self._declarer = yield protocol.channel()
+        yield self.acks.start(self._declarer)
+        yield self.modes.caught_up()
         self._publisher = publisher
         for stream in list(self.streams.values()):
             self._declare_stream(stream)
@@ -113,14 +119,38 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self._publisher = self._declarer = None
         self.tap.lost()
         self._fleet_lost()
+        self.acks.lost()
         for queue in self.queues.values():
             declaring, queue.declared = queue.declared, defer.Deferred()
             if not declaring.called:     # publishes waiting for it wait for the next one
                 queue.when_declared().addCallback(declaring.callback)
+            if queue.mover is not None:
+                queue.mover.stop()
+                queue.mover = None
             for consumer in queue.consumers:
                 if consumer.manual_ack:
                     queue.outstanding -= len(consumer.unacked)
                 consumer.unacked = {}
+
+    def answer_in_place(self, answer, work):
+        """A door's subscribing `work`, its `answer` once RabbitMQ has what it asked for:
+        each consumer it made consuming (basic.consume-ok, or its own queue bound) and
+        every binding in flight bound (bind-ok), so that a client told it is subscribed
+        gets what another gateway publishes next. The answer takes a number of the storage
+        barrier, so it keeps its place among the connection's confirmations."""
+        self.placing = placing = []
+        try:
+            work()
+        finally:
+            self.placing = None
+        waits = placing + [op for ops in self._settling.values() for op in ops]
+        if not waits:
+            answer()
+            return
+        number = self.storage.append()
+        self._pending[number] = None
+        defer.DeferredList(waits).addCallback(lambda _: self._confirmed(number, True))
+        self.storage.when_stored(number, answer)
 
     def unconfirmed(self):
         """How many publishes wait for RabbitMQ's verdict."""
@@ -133,8 +163,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         return protocol.channel()
 
     def stop(self):
-        """Close the connection; a Deferred fired once closed."""
-        return self.connection.stop()
+        """Close the connections; a Deferred fired once closed."""
+        return defer.gatherResults([self.connection.stop(), self.modes.stop()])
 
     # -- the fleet: mailboxes, owners and lifecycle events across gateways ----------------
     def _fleet(self):
@@ -314,6 +344,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         ok = None
         try:
             channel = yield protocol.channel()
+            yield channel.exchange_declare(self.names.fanout(queue.name),
+                                           exchange_type="fanout", durable=True)
             try:
                 yield channel.queue_declare(queue.amqp_name, durable=True,
                                             arguments=self.arguments_of(queue))
@@ -338,9 +370,13 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
     def delete_queue(self, name):
         queue = self.queues.get(name)
         deleted = super().delete_queue(name)
+        if deleted:
+            self.modes.record(name, None)
         if deleted and self._declarer is not None:
             self._declarer.queue_delete(queue.amqp_name).addErrback(
                 lambda f: log.failure("deleting {queue}", f, queue=name))
+            self._declarer.exchange_delete(self.names.fanout(name)).addErrback(
+                lambda f: log.failure("deleting {queue}'s fanout", f, queue=name))
         return deleted
 
     def purge(self, queue):
@@ -376,6 +412,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
     def tick(self, now=None):
         super().tick(now)
         self.bus.prune(self.clock.now() if now is None else now)
+        self.acks.tick(self.clock.now())
         if self._declarer is not None:
             self.refresh().addErrback(lambda f: log.failure("counting queues", f))
 
@@ -395,6 +432,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         queue.received += 1
         number = self.storage.append()
         self._pending[number] = None
+        if observer is not None:
+            self.acks.ask(number, message, observer, encoded[0])
         queue.declared.addCallback(self._send, number, *encoded)
         if not confirm:
             return True
@@ -413,15 +452,22 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             return None
 
     def _send(self, queue, number, properties, body):
-        if queue is None:
+        if queue is not None and queue.binding:     # a consumer's queue is on its way
+            defer.DeferredList(list(queue.binding)).addCallback(
+                lambda _: self._send(queue, number, properties, body))
+        elif queue is None:
             self._confirmed(number, False)
         else:
-            self._send_to("", queue.amqp_name, number, properties, body, True)
+            exchange, key, dropped = modes.route(queue, self._publisher)
+            self._send_to(exchange, key, number, properties, body, True, dropped)
         return queue
 
-    def _send_to(self, exchange, key, number, properties, body, mandatory):
+    def _send_to(self, exchange, key, number, properties, body, mandatory, dropped=False):
         """basic.publish, its confirm the verdict of `number` (a nack or, `mandatory`, a
-        message no queue takes: refused); without a connection it is held for the next."""
+        message no queue takes: refused, or with `dropped` (broadcast) taken and dropped:
+        nobody was there to take it); without a connection it is held for the next."""
+        if dropped:
+            self._drops.add(number)
         publish = (exchange, key, properties, body, mandatory)
         channel = self._publisher
         if channel is None:
@@ -439,6 +485,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
 
     def _answered(self, _, number, sent, ok=True):
         self._flying.pop(number, None)
+        self._drops.discard(number)
         self.confirms += 1
         self.confirm_seconds += self.reactor.seconds() - sent
         self._confirmed(number, ok)
@@ -446,6 +493,9 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
     def _failed(self, failure, number, sent):
         """A refusal is the verdict; a connection lost before the answer holds the
         publish for the next connection (RabbitMQ may or may not have it)."""
+        if failure.check(pika.exceptions.UnroutableError) and number in self._drops:
+            self.acks.refused(number, "no-consumers")      # broadcast: nobody took it
+            return self._answered(None, number, sent, True)
         if failure.check(*_REFUSALS):
             return self._answered(None, number, sent, False)
         publish = self._flying.pop(number, None)
@@ -483,6 +533,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         if not ok:
             self._refused.add(number)
             self.counters["refused"] += 1
+            self.acks.refused(number, "full")
         passed = self.storage.durable
         while self._pending.get(passed + 1) is not None:
             passed += 1

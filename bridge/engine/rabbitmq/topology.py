@@ -46,6 +46,20 @@ class Names:
         """The exchange a stream's messages are published to (fanout)."""
         return f"{self.prefix}s.{name}"
 
+    def fanout(self, name):
+        """The fanout exchange of queue `name`: each push-all or broadcast consumer's queue
+        of its own is bound to it (bridge.engine.rabbitmq.modes)."""
+        return f"{self.prefix}f.{name}"
+
+    def mover(self, name):
+        """The lock of queue `name`'s mover: an exclusive queue, held by one gateway's
+        connection at a time (bridge.engine.rabbitmq.modes.Mover)."""
+        return f"{self.prefix}mover.{name}"
+
+    def control(self, what):
+        """A fleet-wide control object: `control.modes` is the log of queue modes."""
+        return f"{self.prefix}control.{what}"
+
     def core_stream(self, amqp_name):
         """The core name of a stream's exchange name, or None when not one of ours."""
         head = self.prefix + "s."
