@@ -28,6 +28,7 @@ from mqksbridge.bridge.engine.rabbitmq import envelope
 from mqksbridge.core.guarded import GuardedMailbox
 from mqksbridge.core.mailbox import DELIVERED, DROPPED, STORED, Mailbox
 from mqksbridge.core.message import Message
+from mqksbridge.core.queue import ROUND_ROBIN
 
 log = Logger(namespace="mqksbridge.cluster")
 
@@ -102,6 +103,9 @@ class RemoteMailbox(Mailbox):
     """A core mailbox whose mail lives in RabbitMQ (module docstring). `stored` holds
     only what was delivered to this gateway while its owner was paused; `received` and
     `dropped` count this gateway's sends (the engine's publish counts them, as a queue's)."""
+
+    mode = ROUND_ROBIN                   # published to as a plain queue (modes.route),
+    binding = ()                         # with no consumer queues to wait for (engine._send)
 
     def __init__(self, engine, name, limit_bytes=None):
         super().__init__(name, limit_bytes)
