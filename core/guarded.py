@@ -32,11 +32,7 @@ class GuardedQueue(Queue):
 
     def put_message(self, message, observer=None, publisher=None):
         """Queue.put_message, for a publisher allowed to publish here (else Denied)."""
-        if publisher is not None:
-            principal = publisher.principal
-            if principal is not None:
-                principal.check(PUBLISH, QUEUE, self.name)
-                principal.check_size(message)
+        check_put(self.name, message, publisher)
         return Queue.put_message(self, message, observer, publisher)
 
 
@@ -67,14 +63,30 @@ def _count(consumer, delta):
                 c.queue.dispatch()
 
 
+def check_put(queue_name, message, publisher):
+    """Denied unless `publisher` (a Client, or None: not checked) may put `message` on
+    queue `queue_name` (its name, its size)."""
+    if publisher is not None:
+        principal = publisher.principal
+        if principal is not None:
+            principal.check(PUBLISH, QUEUE, queue_name)
+            principal.check_size(message)
+
+
+def check_publish(stream_name, message, publisher):
+    """Denied unless `publisher` (a Client, or None: not checked) may publish `message` on
+    stream `stream_name` (its subject, its size)."""
+    if publisher is not None:
+        principal = publisher.principal
+        if principal is not None:
+            principal.check_subject(PUBLISH, stream_name, message.subject)
+            principal.check_size(message)
+
+
 class GuardedStream(Stream):
     def publish(self, message, publisher=None):
         """Stream.publish, for a publisher allowed this subject here (else Denied)."""
-        if publisher is not None:
-            principal = publisher.principal
-            if principal is not None:
-                principal.check_subject(PUBLISH, self.name, message.subject)
-                principal.check_size(message)
+        check_publish(self.name, message, publisher)
         return Stream.publish(self, message, publisher)
 
     def publish_run(self, messages, publisher=None):

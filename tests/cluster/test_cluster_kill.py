@@ -621,7 +621,7 @@ def test_a_stream_publish_a_bound_queue_refused_is_not_confirmed(rabbitmq_cluste
     with pytest.raises(pika.exceptions.NackError):    # a quorum queue takes the one that
         for _ in range(10):                           # fills it, then refuses
             channel.basic_publish("", QUEUE_PREFIX + refuser, b"filler")
-    channel.queue_bind(QUEUE_PREFIX + refuser, "mqksbridge.s.mqks", routing_key=subject)
+    channel.queue_bind(QUEUE_PREFIX + refuser, "mqksbridge.b.mqks", routing_key=subject)
     wait_bound(cluster, subject, 2)
     try:
         pub = MqksClient(*gw1.mqks(), timeout=WAIT)

@@ -12,10 +12,12 @@ does not cover because it needs a cluster, two gateways or a fault.
   retry + 1; a node that does not answer is skipped.
 - Two gateways: a stream routes across them and from a plain AMQP client; a queue one
   declared with other options is used as the cluster has it.
-- An expired message is never handed out."""
+- An expired message is never handed out.
+- A gateway with users checks a queue put as the core does."""
 import uuid
 
 import pika
+import pytest
 import pytest_twisted
 from twisted.internet import defer, reactor, task, threads
 
@@ -23,6 +25,7 @@ from mqksbridge.bridge.clock import ReactorClock
 from mqksbridge.bridge.cluster.local import free_ports
 from mqksbridge.bridge.engine import Client, Consumer, Message
 from mqksbridge.bridge.engine.rabbitmq import RabbitMQEngine
+from mqksbridge.core.permissions import Denied, OverLimit, Principal, Rules
 from tests.support.waits import until
 
 TIMEOUT = 60.0
@@ -260,3 +263,63 @@ async def test_the_gateway_skips_a_node_that_does_not_answer(rabbitmq_node):
         await engine.stop()
     assert failures[0].startswith("amqp://mqksbridge@127.0.0.1:")
     assert rabbitmq_node.password not in failures[0]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_gateway_with_users_checks_a_queue_put_before_sending_it(rabbitmq_node):
+    """As core.guarded does: a publisher not allowed a queue (or a size) is Denied, and
+    nothing of it reaches RabbitMQ; a stream's routing to that queue is not checked again."""
+    engine = RabbitMQEngine(ReactorClock(task.Clock()), rabbitmq_node.urls(), node="g",
+                            prefix=f"guarded-{uuid.uuid4().hex[:8]}.", replicas=1,
+                            reactor=reactor, guarded=True)
+    await engine.ready().addTimeout(TIMEOUT, reactor)
+    try:
+        secret = engine.queue("secret")
+        public = engine.queue("public")
+        bob = Client("bob", "mqks", principal=Principal(
+            "bob", Rules(publish=["queue:public"]), {"max_message_size": 10}))
+        sent = engine.storage.appended
+        with pytest.raises(Denied):
+            secret.put_message(Message("m0", "s", (b"x",)), publisher=bob)
+        with pytest.raises(OverLimit):
+            public.put_message(Message("m1", "s", (b"x" * 11,)), publisher=bob)
+        assert engine.storage.appended == sent and secret.received == 0
+        assert public.put_message(Message("m2", "s", (b"x",)), publisher=bob)
+        assert secret.put_routed(Message("m3", "s", (b"x",)), None, bob)
+        assert engine.storage.appended == sent + 2
+        await idle(engine)
+        assert (len(secret), len(public)) == (1, 1)
+    finally:
+        for name in ("secret", "public"):
+            engine.delete_queue(name)
+        await idle(engine)
+        await engine.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_message_amqp_cannot_carry_is_refused_and_never_holds_the_others(
+        rabbitmq_node):
+    """Text that is not UTF-8 (an MQKS event or header may be any bytes): a subject is
+    refused before the publish takes its place in the confirmation order, a header value
+    when pika cannot marshal it; either way the confirmations after it still come."""
+    engine = RabbitMQEngine(ReactorClock(task.Clock()), rabbitmq_node.urls(), node="g",
+                            prefix=f"utf8-{uuid.uuid4().hex[:8]}.", replicas=1,
+                            reactor=reactor)
+    await engine.ready().addTimeout(TIMEOUT, reactor)
+    try:
+        jobs = engine.queue("jobs")
+        bad = "\udcff"                                    # a byte 0xff, surrogate-escaped
+        verdicts = await defer.gatherResults([
+            engine.publish(jobs, Message("m0", "s", (b"x",)), confirm=True),
+            engine.publish(jobs, Message("m1", "s" + bad, (b"x",)), confirm=True),
+            engine.publish(jobs, Message("m2", "s", (b"x",), {"h": bad}), confirm=True),
+            engine.publish(jobs, Message("m3", "s", (b"x",)), confirm=True),
+        ]).addTimeout(TIMEOUT, reactor)
+        assert verdicts == [True, False, False, True]
+        assert engine.counters["refused"] == 2
+        await idle(engine)
+        assert len(jobs) == 2
+    finally:
+        engine.delete_queue("jobs")
+        await idle(engine)
+        await engine.stop()

@@ -172,3 +172,34 @@ async def test_credit_is_not_a_window_an_ack_gives_no_more(started):
     assert engine.settle(consumer, "m1")
     await started.settle(lambda: len(jobs) == 2, "m3 and m4 still stored")
     assert got == ["m0", "m1", "m2"]
+
+
+class Every:
+    """A reader's matcher that takes every subject."""
+
+    def search(self, subject):
+        return True
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_stream_hands_each_publish_to_its_bound_queues_and_readers_once(started):
+    """A publish, and a run of publishes of one subject (the MQKS door's batch), reach the
+    queue bound to their subject and every reader, once each and in order; a subject no
+    queue is bound to reaches the readers only. (On a gateway the reader's own publishes
+    also come back through its readers' queue: they must not be read twice.)"""
+    engine = started.engine
+    stream = engine.stream("events")
+    bound = engine.queue("bound")
+    assert stream.set_bindings("bound", ["s"])
+    read, got = [], []
+    stream.add_reader(Client("r", "test"), "every", Every(),
+                      lambda name, message: read.append(message.id))
+    engine.consume(bound, Consumer("c", Client("c1", "test"),
+                                   lambda c, entry: got.append(entry.message.id)))
+    await started.settle(lambda: True, "the binding, reader and consumer in place")
+    stream.publish(message(0))
+    stream.publish_run([message(1), message(2)])
+    stream.publish(Message("m3", "unbound", (BODY,)))
+    await started.settle(lambda: len(got) == 3 and len(read) == 4, "the deliveries")
+    assert got == ["m0", "m1", "m2"]
+    assert read == ["m0", "m1", "m2", "m3"]

@@ -24,6 +24,7 @@ from mqksbridge.bridge.engine.verbs import ConsumerVerbs
 from mqksbridge.bridge.engine.rabbitmq import envelope, topology
 from mqksbridge.bridge.engine.rabbitmq.connection import Connection
 from mqksbridge.bridge.engine.rabbitmq.queue import RemoteQueue
+from mqksbridge.bridge.engine.rabbitmq.readers import Tap, mark
 from mqksbridge.bridge.engine.rabbitmq.stream import RemoteStream
 from mqksbridge.core.broker import Broker
 from mqksbridge.core.storage import LateBarrier
@@ -67,6 +68,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self._settling = {}            # stream name -> Deferreds of binds in flight
         self.confirms = 0              # publishes RabbitMQ answered (/metrics)
         self.confirm_seconds = 0.0     # their publish-to-answer times, summed
+        self.tap = Tap(self)           # what other gateways publish, for readers here
         self.connection.start()
 
     # -- connection -----------------------------------------------------------------------
@@ -91,6 +93,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         for stream in list(self.streams.values()):
             for name, subjects in stream.bindings.items():
                 self.bind(stream, name, sorted(subjects), ())
+        self.tap.opened(protocol)
         for queue in list(self.queues.values()):
             for subscription in queue.subscriptions.values():
                 subscription.reopen()
@@ -104,6 +107,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         connection (pika fails each, `_failed`), deliveries are forgotten (RabbitMQ hands
         them out again)."""
         self._publisher = self._declarer = None
+        self.tap.lost()
         for queue in self.queues.values():
             declaring, queue.declared = queue.declared, defer.Deferred()
             if not declaring.called:     # publishes waiting for it wait for the next one
@@ -151,8 +155,18 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         return stream
 
     def _declare_stream(self, stream):
-        self._track(stream, self._declarer.exchange_declare(
-            stream.exchange, exchange_type="direct", durable=True))
+        """The fanout exchange publishes go to, the direct one queues bind subjects on,
+        and the exchange-to-exchange binding between them (stream.py)."""
+        declarer = self._declarer
+        self._track(stream, declarer.exchange_declare(stream.exchange, exchange_type="fanout",
+                                                      durable=True))
+        self._track(stream, declarer.exchange_declare(stream.subjects, exchange_type="direct",
+                                                      durable=True))
+        self._track(stream, declarer.exchange_bind(stream.subjects, stream.exchange))
+
+    def settled(self, stream):
+        """A Deferred fired once the declares and binds of `stream` in flight are done."""
+        return defer.DeferredList(list(self._settling.get(stream.name, ())))
 
     def _track(self, stream, operation):
         """A declare or bind of `stream` in flight: its publishes wait for it (a publish
@@ -189,7 +203,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         if queue is None or self._declarer is None:
             return None
         verb = self._declarer.queue_bind if on else self._declarer.queue_unbind
-        return verb(queue.amqp_name, stream.exchange, routing_key=subject).addErrback(
+        return verb(queue.amqp_name, stream.subjects,
+                    routing_key=topology.routing_key(subject)).addErrback(
             lambda f: log.failure("binding {queue} to {stream}", f, queue=queue.name,
                                   stream=stream.name))
 
@@ -199,11 +214,12 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         on a channel of its own, once the stream's exchange is declared (RabbitMQ closes the
         channel with 404 when no gateway has the queue yet: the binding then waits for this
         gateway to declare it, as in the core, where it routes once the queue exists)."""
-        yield defer.DeferredList(list(self._settling.get(stream.name, ())))
+        yield self.settled(stream)
         try:
             channel = yield self.open_channel()
             verb = channel.queue_bind if on else channel.queue_unbind
-            yield verb(self.names.queue(queue_name), stream.exchange, routing_key=subject)
+            yield verb(self.names.queue(queue_name), stream.subjects,
+                       routing_key=topology.routing_key(subject))
             channel.close()
         except pika.exceptions.ChannelClosedByBroker as refused:
             if refused.reply_code != 404:
@@ -211,22 +227,30 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         except Exception:
             log.failure("binding {queue} to {stream}", queue=queue_name, stream=stream.name)
 
-    def publish_to_stream(self, stream, message):
+    def publish_to_stream(self, stream, message, gateway=None):
         """One copy of `message` to the stream's exchange, through the barrier like every
-        publish (RabbitMQ drops it if no queue of any gateway is bound: not a refusal)."""
+        publish (RabbitMQ drops it if no queue of any gateway is bound: not a refusal);
+        `gateway`: this gateway's id in its headers, when its readers' queue may bring it
+        back here (readers.Tap skips it)."""
         if self._full():
             self.counters["refused"] += 1
             return False
+        try:
+            properties, body = envelope.encode(message, self.clock.now())
+        except ValueError:           # text AMQP cannot carry: refused, the barrier unharmed
+            self.counters["refused"] += 1
+            return False
+        if gateway is not None:
+            mark(properties, gateway)
+        key = topology.routing_key(message.subject)
         number = self.storage.append()
         self._pending[number] = None
-        properties, body = envelope.encode(message, self.clock.now())
         flight = self._settling.get(stream.name)
         if flight:
             defer.DeferredList(list(flight)).addCallback(
-                lambda _: self._send_to(stream.exchange, message.subject, number,
-                                        properties, body, False))
+                lambda _: self._send_to(stream.exchange, key, number, properties, body, False))
         else:
-            self._send_to(stream.exchange, message.subject, number, properties, body, False)
+            self._send_to(stream.exchange, key, number, properties, body, False)
         return True
 
     def arguments_of(self, queue):
@@ -288,16 +312,18 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             queue.count = frame.method.message_count
 
     def busy(self):
-        """Whether a publish waits for its confirm or a consumer's basic.consume or
-        cancel is in flight."""
-        return bool(self.unconfirmed()) or bool(self._settling) or any(
-            s.busy for q in self.queues.values() for s in q.subscriptions.values())
+        """Whether a publish waits for its confirm, or a consumer's basic.consume or
+        cancel or a readers' queue bind is in flight."""
+        return bool(self.unconfirmed()) or bool(self._settling) or bool(self.tap.pending) \
+            or any(s.busy for q in self.queues.values() for s in q.subscriptions.values())
 
     @defer.inlineCallbacks
     def barrier(self):
-        """Once nothing is busy: the lengths read again, then a round trip on every
-        consumer's channel, so that what RabbitMQ counted as handed out has arrived."""
+        """Once nothing is busy: the lengths read again, then a round trip on the readers'
+        queue's channel and every consumer's, so that what RabbitMQ counted as handed out
+        has arrived."""
         yield self.refresh()
+        yield self.tap.round_trip()
         for queue in list(self.queues.values()):
             for subscription in list(queue.subscriptions.values()):
                 yield subscription.round_trip()
@@ -313,21 +339,32 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         queue confirms once a majority of its replicas has the message on disk)."""
         if isinstance(queue, str):
             queue = self.queue(queue)
-        if queue.refusal(message) is not None or self._full():
+        encoded = None
+        if queue.refusal(message) is None and not self._full():
+            encoded = self._encode(message)
+        if encoded is None:
             queue.dropped += 1
             self.counters["refused"] += 1
             return defer.succeed(False) if confirm else False
         queue.received += 1
         number = self.storage.append()
         self._pending[number] = None
-        properties, body = envelope.encode(message, self.clock.now())
-        queue.declared.addCallback(self._send, number, properties, body)
+        queue.declared.addCallback(self._send, number, *encoded)
         if not confirm:
             return True
         confirmed = defer.Deferred()
         self.storage.when_stored(number, lambda: confirmed.callback(
             not self.storage.refused_in(number - 1, number)), since=number - 1)
         return confirmed
+
+    def _encode(self, message):
+        """(properties, body), or None when AMQP cannot carry the message (text that is
+        not UTF-8: an MQKS event may be any bytes). Before the publish takes its place in
+        the confirmation order: one that raised after would hold every later one."""
+        try:
+            return envelope.encode(message, self.clock.now())
+        except UnicodeError:
+            return None
 
     def _send(self, queue, number, properties, body):
         if queue is None:
@@ -346,7 +383,12 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             return
         self._flying[number] = publish
         sent = self.reactor.seconds()
-        acked = channel.basic_publish(exchange, key, body, properties, mandatory=mandatory)
+        try:
+            acked = channel.basic_publish(exchange, key, body, properties,
+                                          mandatory=mandatory)
+        except (UnicodeError, TypeError, ValueError):   # a header value AMQP cannot carry
+            log.failure("publish {number} cannot be sent: refused", number=number)
+            return self._answered(None, number, sent, False)
         acked.addCallbacks(self._answered, self._failed, (number, sent), None, (number, sent))
 
     def _answered(self, _, number, sent, ok=True):

@@ -12,6 +12,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from mqksbridge.bridge.engine.rabbitmq import envelope
+from mqksbridge.core.guarded import check_put
 from mqksbridge.core.message import Entry, Message
 from mqksbridge.core.queue import MODES, ROUND_ROBIN, STOPPED
 
@@ -120,10 +121,16 @@ class RemoteQueue:
 
     # -- putting --------------------------------------------------------------------------
     def put_message(self, message, observer=None, publisher=None):
-        """False (and counted) when refused here; otherwise on its way to RabbitMQ."""
+        """False (and counted) when refused here; otherwise on its way to RabbitMQ. On a
+        gateway with users, Denied first unless the publisher may put it here (as
+        core.guarded checks)."""
+        if self.broker.guarded:
+            check_put(self.name, message, publisher)
         return self.broker.publish(self, message, publisher, observer)
 
-    put_routed = put_message
+    def put_routed(self, message, observer=None, publisher=None):
+        """A stream's routing: checked at the stream, not again here (as in the core)."""
+        return self.broker.publish(self, message, publisher, observer)
 
     # -- consumers ------------------------------------------------------------------------
     def add_consumer(self, consumer):

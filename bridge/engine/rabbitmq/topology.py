@@ -3,12 +3,15 @@
 Every queue (a core queue, a mailbox, a channel's queues, a dead-letter queue) is a
 quorum queue, replicated on `replicas` nodes (Raft: a publish is confirmed once a majority
 has it on disk), named `<prefix>q.<name>` and reached through the default exchange. Each
-stream is a topic exchange `<prefix>s.<name>`. The core's queue options become RabbitMQ's
-own arguments where RabbitMQ enforces the rule itself, and the rest (the delivery mode,
-the ack timeout, a door's arguments) ride along under `x-mqksbridge-`, so that a gateway
-learning of a queue another gateway declared reads back the same options
-(`options_from`).
+stream is a fanout exchange `<prefix>s.<name>` (what publishers publish to) bound to a
+direct exchange `<prefix>b.<name>` (where queues bind exact subjects); a gateway's stream
+readers take the whole stream through its queue `<prefix>r.<gateway>` (readers.py). The
+core's queue options become RabbitMQ's own arguments where RabbitMQ enforces the rule
+itself, and the rest (the delivery mode, the ack timeout, a door's arguments) ride along
+under `x-mqksbridge-`, so that a gateway learning of a queue another gateway declared
+reads back the same options (`options_from`).
 """
+import hashlib
 import json
 
 from mqksbridge.core.limits import DEAD_LETTER, REJECT
@@ -40,7 +43,35 @@ class Names:
         return amqp_name[len(head):] if amqp_name.startswith(head) else None
 
     def stream(self, name):
+        """The exchange a stream's messages are published to (fanout)."""
         return f"{self.prefix}s.{name}"
+
+    def core_stream(self, amqp_name):
+        """The core name of a stream's exchange name, or None when not one of ours."""
+        head = self.prefix + "s."
+        return amqp_name[len(head):] if amqp_name.startswith(head) else None
+
+    def subjects(self, name):
+        """The exchange a stream's exact subject bindings are on (direct)."""
+        return f"{self.prefix}b.{name}"
+
+    def readers(self, gateway):
+        """The queue that brings a gateway the streams its readers read."""
+        return f"{self.prefix}r.{gateway}"
+
+
+def routing_key(subject):
+    """The routing key a subject is published and bound with: the subject itself, or,
+    when it cannot be one (longer than an AMQP short string's 255 bytes, or not UTF-8:
+    an MQKS event may be any bytes), a digest of it, the same on every gateway. The
+    subject itself travels in the message (envelope)."""
+    try:
+        raw = subject.encode("utf-8")
+        if len(raw) <= 255:
+            return subject
+    except UnicodeEncodeError:
+        raw = subject.encode("utf-8", "surrogateescape")
+    return "x-mqksbridge-sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 def queue_arguments(names, name, options, replicas, attrs=None):
