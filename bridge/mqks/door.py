@@ -197,7 +197,7 @@ class MqksDoor:
                                    "overflow reject)" % stream.refused_by.name, event)
             if storage.appended != before:
                 conn.confirm_after = storage.appended
-                if storage.late:            # answered once the cluster took every copy
+                if storage.late and stream.refused == refused:   # once the cluster took it
                     return conn.when_stored(storage, (before, req_id, event, reply))
             if conn.confirm_after <= storage.durable:
                 conn.write(reply)
