@@ -43,11 +43,12 @@ from collections import deque
 
 
 class StorageBarrier:
-    late = False         # whether a record can be refused after it was appended
     refusals = ()        # refused sequence numbers (LateBarrier)
-    __slots__ = ("appended", "durable", "_waiting")
+    __slots__ = ("appended", "durable", "_waiting", "late")
 
     def __init__(self):
+        self.late = False        # whether a record can be refused after it was appended
+                                 # (a slot, not a class attribute: a door's hot path reads it)
         self.appended = 0        # sequence number of the last record handed to a journal
         self.durable = 0         # every record up to here is on disk
         self._waiting = deque()  # (seq, callback), seq ascending
@@ -90,11 +91,11 @@ class LateBarrier(StorageBarrier):
     above it). So what it holds is bounded by the records of the oldest waiting
     confirmation and those after it: the store's own unconfirmed window, plus one
     publish's records."""
-    late = True
     __slots__ = ("refusals",)
 
     def __init__(self):
         super().__init__()
+        self.late = True
         self.refusals = []       # refused sequence numbers, ascending
 
     def refuse(self, seq):
