@@ -22,8 +22,10 @@ class IEngine(Interface):
     channels = Attribute("{name: channel}")
     clients = Attribute("{id: client}: the connected clients")
     counters = Attribute("collections.Counter of broker-wide events (refusals, drops)")
-    storage = Attribute("the storage barrier: `appended`, `durable`, `when_stored(seq, f)`; "
-                        "publish(confirm=True) is the way for new code")
+    storage = Attribute("the storage barrier: `appended`, `durable`, `when_stored(seq, f)`, "
+                        "and for an engine whose store refuses late (`late`) "
+                        "`refused_in(lo, hi)` (core.storage); publish(confirm=True) is the "
+                        "way for new code")
     memory = Attribute("the memory watermark (admin views), or None")
 
     # -- declare and look up ---------------------------------------------------------------

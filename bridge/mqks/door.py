@@ -185,21 +185,24 @@ class MqksDoor:
 
         A bound queue that refused its copy (full, with the overflow policy `reject`)
         makes the answer `{id} error {eid}` instead: `ok` would say every copy is queued
-        (docs/limits.md). Without --confirm nothing is said; the queue's flow control
-        holds the publisher (core.flow)."""
+        (docs/limits.md), as does a copy the cluster refuses after the publish (a nack:
+        core.storage LateBarrier). Without --confirm nothing is said; the queue's flow
+        control holds the publisher (core.flow)."""
         event, body = parse_publish(data)
         conn.traffic.messages_in += 1
         storage, stream = self.broker.storage, self.stream
         before, refused = storage.appended, stream.refused
         if self.publish_plain(conn, req_id, event, body, conn.read_at) is not False \
                 and confirm:
-            if storage.appended != before:
-                conn.confirm_after = storage.appended
             if stream.refused == refused:
                 reply = ok(req_id)
             else:
                 reply = self.error(conn, req_id, "queue %r did not take its copy (its limit, "
                                    "overflow reject)" % stream.refused_by.name, event)
+            if storage.appended != before:
+                conn.confirm_after = storage.appended
+                if storage.late and stream.refused == refused:   # once the cluster took it
+                    return conn.when_stored(storage, (before, req_id, event, reply))
             if conn.confirm_after <= storage.durable:
                 conn.write(reply)
             elif conn.waiting:              # when_stored, inline: its waiter is set
@@ -457,9 +460,13 @@ class MqksConnection(protocol.Protocol):
     def when_stored(self, storage, line):
         """Send `line` once every record up to `confirm_after` is on disk, after the lines
         waiting before it. One storage waiter per connection, not one per line: a group
-        commit releases a connection's confirmations of a batch as one write."""
+        commit releases a connection's confirmations of a batch as one write.
+
+        On a store that refuses late (storage.late) a publish's line is `(before, req_id,
+        event, reply)`: `reply` unless a record after `before` was refused."""
         if not self.waiting:
-            storage.when_stored(self.confirm_after, partial(self._stored, storage))
+            storage.when_stored(self.confirm_after, partial(self._stored, storage),
+                                line[0] if line.__class__ is tuple else None)
         self.waiting.append(line)
         self.waiting_seqs.append(self.confirm_after)
 
@@ -467,13 +474,28 @@ class MqksConnection(protocol.Protocol):
         seqs = self.waiting_seqs
         k = bisect.bisect_right(seqs, storage.durable)
         lines = self.waiting
+        if storage.late:
+            lines[:k] = [self._verdict(storage, line, seq) for line, seq in zip(lines, seqs[:k])]
         if k == len(lines):
             self.waiting, self.waiting_seqs = [], []
         else:                           # the rest are in a later batch: wait for it
             lines = lines[:k]
             del self.waiting[:k], seqs[:k]
-            storage.when_stored(seqs[0], partial(self._stored, storage))
+            first = self.waiting[0]
+            storage.when_stored(seqs[0], partial(self._stored, storage),
+                                first[0] if first.__class__ is tuple else None)
         self.write(lines[0] if k == 1 else b"".join(lines))
+
+    def _verdict(self, storage, line, seq):
+        """A waiting line as sent: a publish's reply, or its error if the cluster refused
+        a copy after the door had published it (as for a bound queue that refused it)."""
+        if line.__class__ is not tuple:
+            return line
+        before, req_id, event, reply = line
+        if not storage.refused_in(before, seq):
+            return reply
+        return self.door.error(self, req_id, "the cluster refused a copy (a bound queue full "
+                               "with overflow reject, or without a majority)", event)
 
     @staticmethod
     def refusal(door, reason):

@@ -78,6 +78,7 @@ class InboxFile:
         self.polls = 0
         self.published = self.refused = self.lock_busy = 0
         self._logged = 0
+        self._taken = None               # the run being published, on a LateBarrier
         client = self.client = Client(f"textqueue:{path}", DOOR, name=self.name,
                                       type="textqueue", address=path, principal=door.principal)
         door.broker.connect(client)
@@ -216,13 +217,17 @@ class InboxFile:
         before = storage.appended
         kind, name = self.target
         put, direct = self._putter(kind, name)
+        if storage.late:                 # note each record's span: the cluster may refuse it
+            taken = self._taken = _Taken(storage)
+            put, direct = taken.wrap(put), taken.wrap(direct)
+        else:
+            taken = []
         prefix = f"{ASSIGNED.decode()}{self.tag or self._tag()}-"
         sender, now, matches = self.sender, door.clock.seconds(), self.matches
         match_end = self.match_end
         client = self.client             # whom flow control holds (core.flow)
         first = last = None
         count = 0
-        taken = []
         body_of = one_line_body
         while i >= 0:
             raw, offset = raws[i], offsets[i]
@@ -261,8 +266,12 @@ class InboxFile:
             edits += [Edit(offset, _TAKEN) for offset in taken]
             batch = merge_edits(edits, buffer, base)
         after = storage.appended
+        self._taken = None
         if after == before:
             self.ready.append(batch)
+        elif taken.__class__ is _Taken:
+            self.waiting += 1
+            storage.when_stored(after, partial(self._stored_late, batch, edits, taken), before)
         else:
             self.waiting += 1
             storage.when_stored(after, partial(self._stored, batch))
@@ -296,9 +305,14 @@ class InboxFile:
             room = inbound.id_room
             if room is not None and len(made_id) <= room.width:
                 edits.append(rewrite(room, made_id))
-        reason = self.door.publisher.put(target, message, self.client)
+        taken, put = self._taken, self.door.publisher.put
+        if taken is not None:
+            put = taken.wrap(put)
+        reason = put(target, message, self.client)
         if reason is not None:
             return self._refused(record, reason, inbound.error, edits)
+        if taken is not None:
+            taken.spans[record.offset] = taken.span
         edits.append(flip(record, "="))
 
     def _refused(self, record, reason, error, edits):
@@ -325,6 +339,21 @@ class InboxFile:
         self.waiting -= 1
         self.ready.append(batch)
         self.door.dirty(self)
+
+    def _stored_late(self, batch, edits, taken):
+        """_stored on a LateBarrier: the records whose puts the cluster refused after the
+        door published them flip to `!` (as a synchronous refusal, without `\\error=`
+        text), the rest as planned (unmerged edits: the chunk's bytes are gone)."""
+        refused = taken.refused()
+        if refused:
+            gone = set(refused)
+            batch = [edit for edit in edits if edit[0] not in gone]
+            if not edits:                # the plain run's one flip_queued edit
+                batch += [Edit(offset, _TAKEN) for offset in taken if offset not in gone]
+            batch += [Edit(offset, _REFUSED) for offset in refused]
+            for offset in refused:
+                self._refuse(offset, "refused by the cluster after it was published")
+        self._stored(batch)
 
     def _write_ready(self):
         """The flips of every chunk the broker has, as few pwrites, under the lock."""
@@ -561,3 +590,37 @@ class InboxDir(files.Directory):
                 return file
         return None
 
+
+
+class _Taken(list):
+    """The offsets of a run's records the broker took, and the storage sequence numbers
+    each put appended (`spans`), on a store that refuses late (core.storage LateBarrier)."""
+
+    def __init__(self, storage):
+        super().__init__()
+        self.storage = storage
+        self.spans = {}              # offset -> (appended before its put, after)
+        self.span = None             # the last put's
+
+    def wrap(self, put):
+        """`put` noting its span (None stays None)."""
+        if put is None:
+            return None
+        storage = self.storage
+
+        def noted(*args):
+            before = storage.appended
+            result = put(*args)
+            self.span = (before, storage.appended)
+            return result
+        return noted
+
+    def append(self, offset):
+        super().append(offset)
+        self.spans[offset] = self.span
+
+    def refused(self):
+        """The offsets of the records a refused sequence number belongs to."""
+        refused_in = self.storage.refused_in
+        return [offset for offset, (lo, hi) in self.spans.items()
+                if lo != hi and refused_in(lo, hi)]

@@ -476,9 +476,13 @@ class TwinoQueues:
                         before = storage.appended
                         put(message, None, client)
                         ack = encode(server_ack(wire_id, state.channel, queue_id))
-                        if storage.appended != before:
-                            conn.confirm_after = storage.appended
-                        if conn.confirm_after > storage.durable:
+                        after = storage.appended
+                        if after != before:
+                            conn.confirm_after = after
+                        if after != before and storage.late:   # the cluster may refuse it
+                            storage.when_stored(after, partial(self.stored_ack, conn, frame,
+                                                               before, after, ack), before)
+                        elif conn.confirm_after > storage.durable:
                             storage.when_stored(conn.confirm_after, partial(conn.write, ack))
                         else:
                             write(ack)
@@ -497,6 +501,14 @@ class TwinoQueues:
             state.last_received = now
         conn.traffic.messages_in += i - start
         return i
+
+    def stored_ack(self, conn, frame, before, after, ack):
+        """A `received`/`saved` ack on a store that refuses late (core.storage LateBarrier):
+        `ack`, or the nack `refused` if the cluster refused the push after the door put it."""
+        if self.broker.storage.refused_in(before, after):
+            self.push_failed(conn, frame, ResultCode.LIMIT_EXCEEDED, "refused")
+        else:
+            conn.write(ack)
 
     def push_failed(self, conn, frame, code, reason):
         """A producer waiting for its ack gets a nack it can match (upstream sends only a

@@ -16,8 +16,8 @@ doors publishing with confirmation and consuming with manual acks (docs/cluster.
   queues keep serving and no confirmed message is lost. The node restarts and catches up:
   every replica of the test's queues is online again with the leader's log (quorum_status).
 - A stream publish routed to several queues: RabbitMQ acks it once every queue took it and
-  nacks it when one cannot; the MQKS client is still told ok then (a strict expected
-  failure until the doors can carry a late refusal).
+  nacks it when one cannot; the MQKS client is then told an error, as on the embedded
+  engine (tests/cluster/test_cluster_refused.py: every door that confirms).
 
 Known RabbitMQ 3.10.8 behaviour, asserted as documented: deliveries held under a
 *cancelled* basic.consume (the gateway cancels a credited consumer's, e.g. a TextQueue
@@ -598,16 +598,14 @@ def test_a_node_no_gateway_is_connected_to_dies_and_comes_back(rabbitmq_cluster,
     assert [len(gw.connections()) for gw in gateways] == before    # neither noticed
 
 
-@pytest.mark.xfail(strict=True, reason="a door's confirmation follows the engine's barrier, "
-                   "which passes a publish RabbitMQ nacked: the client is told ok "
-                   "(docs/cluster.md, 'When a machine dies')")
 def test_a_stream_publish_a_bound_queue_refused_is_not_confirmed(rabbitmq_cluster, gateways,
                                                                  closing):
     """RabbitMQ acks a publish routed to several queues once every one took it, and nacks
     it when one cannot: a quorum queue without a live majority (seen with its only replica
     on a killed node: nacked at once) or full with `reject-publish` (here, no node need
-    die). The MQKS door should then answer an error, as it does on the embedded engine
-    for a bound queue that refused its copy; the other bound queue has it either way."""
+    die; a quorum queue takes the publish that fills it, so it is filled first). The MQKS
+    door answers an error, as it does on the embedded engine for a bound queue that
+    refused its copy; the other bound queue has it either way."""
     cluster = rabbitmq_cluster
     gw1 = gateways[0]
     subject, taker, refuser = unique("both."), unique("taker-"), unique("full-")
@@ -617,8 +615,12 @@ def test_a_stream_publish_a_bound_queue_refused_is_not_confirmed(rabbitmq_cluste
     connection = pika.BlockingConnection(pika.URLParameters(cluster.urls()[0]))
     closing.append(connection)
     channel = connection.channel()
+    channel.confirm_delivery()
     channel.queue_declare(QUEUE_PREFIX + refuser, durable=True, arguments={
-        "x-queue-type": "quorum", "x-max-length": 0, "x-overflow": "reject-publish"})
+        "x-queue-type": "quorum", "x-max-length": 1, "x-overflow": "reject-publish"})
+    with pytest.raises(pika.exceptions.NackError):    # a quorum queue takes the one that
+        for _ in range(10):                           # fills it, then refuses
+            channel.basic_publish("", QUEUE_PREFIX + refuser, b"filler")
     channel.queue_bind(QUEUE_PREFIX + refuser, "mqksbridge.b.mqks", routing_key=subject)
     wait_bound(cluster, subject, 2)
     try:

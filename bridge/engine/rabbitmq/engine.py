@@ -7,7 +7,9 @@ channel in confirm mode; every publish takes the next number of the storage barr
 (core.storage), and the barrier moves past a number once RabbitMQ confirmed it and every
 earlier one, so confirmations come out in publish order whatever order RabbitMQ acks in,
 and a door's batched barrier works unchanged. A publish RabbitMQ refuses (nack: a full
-queue that rejects publishes; an unroutable return) is confirmed False. A publish RabbitMQ has not answered when the connection goes, or made
+queue that rejects publishes; an unroutable return) is confirmed False and marked
+refused on the barrier (core.storage LateBarrier) before it passes, so a door answers it as
+a refusal. A publish RabbitMQ has not answered when the connection goes, or made
 while there is none, is held and sent on the next connection (at least once: the first
 copy may have got in; the message id tells them apart), so the barrier never passes a
 publish RabbitMQ did not take: a door's confirmation is RabbitMQ's publisher confirm.
@@ -31,6 +33,7 @@ from mqksbridge.bridge.engine.rabbitmq.queue import RemoteQueue
 from mqksbridge.bridge.engine.rabbitmq.readers import Tap, mark
 from mqksbridge.bridge.engine.rabbitmq.stream import RemoteStream
 from mqksbridge.core.broker import Broker
+from mqksbridge.core.storage import LateBarrier
 
 log = Logger(namespace="mqksbridge.cluster")
 
@@ -54,6 +57,8 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         if reactor is None:
             from twisted.internet import reactor
         self._Queue = RemoteQueue
+        self.storage = LateBarrier()   # RabbitMQ's nacks come after the publish
+        self._settle = None            # the storage.settle() call of this reactor turn
         self.node, self.replicas, self.prefetch = node, replicas, prefetch
         self.names = topology.Names(prefix)
         self.reactor = reactor
@@ -65,7 +70,6 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self._held = {}                # barrier number -> publish, for the next connection
         self._flying = {}              # barrier number -> publish sent, not answered yet
         self._pending = {}             # barrier number -> None (waiting) or verdict
-        self._refused = set()          # barrier numbers RabbitMQ refused
         self._ready = []
         self._binds = {}               # queue name -> [(stream, subject, True)] until declared
         self._settling = {}            # stream name -> Deferreds of binds in flight
@@ -439,7 +443,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             return True
         confirmed = defer.Deferred()
         self.storage.when_stored(number, lambda: confirmed.callback(
-            number not in self._refused))
+            not self.storage.refused_in(number - 1, number)), since=number - 1)
         return confirmed
 
     def _encode(self, message):
@@ -526,12 +530,13 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
 
     def _confirmed(self, number, ok):
         """RabbitMQ's verdict on publish `number`; the barrier moves past every number
-        up to the first still waiting."""
+        up to the first still waiting; the refusals it passes are kept until the turn
+        after (storage.settle), when every door has asked about its publish."""
         if number not in self._pending:
             return
         self._pending[number] = ok
         if not ok:
-            self._refused.add(number)
+            self.storage.refuse(number)
             self.counters["refused"] += 1
             self.acks.refused(number, "full")
         passed = self.storage.durable
@@ -540,4 +545,9 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             del self._pending[passed]
         if passed > self.storage.durable:
             self.storage.stored(passed)
-            self._refused = {n for n in self._refused if n > passed}
+            if self.storage.refusals and self._settle is None:
+                self._settle = self.reactor.callLater(0, self._settled)
+
+    def _settled(self):
+        self._settle = None
+        self.storage.settle()
