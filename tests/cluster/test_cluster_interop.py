@@ -7,19 +7,20 @@ What crosses gateways (docs/cluster.md): queues (quorum queues), a stream's exac
 bindings (a direct exchange), its readers (each gateway's readers' queue) and mailboxes
 (quorum queues, their owners told on the control bus).
 
-A consumer or a binding on gateway 2 is in place once RabbitMQ has it, which is after the
-door answered its client (the gateway declares, binds and consumes on its own round trips):
-each test waits for that in RabbitMQ (a passive declare's consumer count, the exchange's
-bindings) before it publishes on gateway 1, where one process needs no such wait.
+An MQKS consume or rebind and a Twino join are answered once RabbitMQ has the consumer or
+binding; a Malamute worker's and a TextQueue outbox's are in place only later (the gateway
+declares and consumes on its own round trips): so each test waits for them in RabbitMQ (a
+passive declare's consumer count, the exchange's bindings) before it publishes on gateway
+1, where one process needs no such wait.
 """
 import itertools
 import json
 import urllib.request
 
-import pika
 import pytest
 
-from tests.interop.conftest import SIDES, Net, spool_broker
+from tests.cluster.gateways import start
+from tests.interop.conftest import SIDES
 from tests.interop.sides import WAIT, unique
 from tests.support.waits import wait_until
 
@@ -35,93 +36,11 @@ MAILERS = [(a, b) for a in ("malamute", "textqueue", "twino") for b in ("malamut
 
 @pytest.fixture(scope="module")
 def gateways(_rabbitmq_node_session, tmp_path_factory):
-    """Two gateways on the session's RabbitMQ node; both listen once they reach it. A
-    Twino producer's ack is sent once RabbitMQ has the message (`received`): the default,
-    relaying the consumer's ack, cannot cross gateways (the consumer's gateway settles it)."""
-    urls = json.dumps(_rabbitmq_node_session.urls())
-    started = []
-    try:
-        for node in ("gw1", "gw2"):
-            settings = ("[broker]\nsweep_interval = 0.1\n"
-                        f'[cluster]\nengine = "rabbitmq"\nurls = {urls}\nnode = "{node}"\n'
-                        '[twino]\nproducer_ack_default = "received"\n')
-            started.append(spool_broker(tmp_path_factory.mktemp(node), settings,
-                                        doors=("mqks", "malamute", "twino", "admin")))
-        yield started
-    finally:
-        for process in started:
-            process.stop()
-
-
-class Rabbit:
-    """What RabbitMQ has: a queue's consumers (a passive declare), a subject's bindings."""
-
-    def __init__(self, cluster):
-        self.cluster = cluster
-        self.connection = pika.BlockingConnection(pika.URLParameters(cluster.urls()[0]))
-
-    def channel(self):
-        """A channel, on a new connection if RabbitMQ closed the last one (a blocking
-        connection idle through tests that only ask rabbitmqctl misses its heartbeats)."""
-        try:
-            return self.connection.channel()
-        except pika.exceptions.AMQPError:
-            self.connection = pika.BlockingConnection(
-                pika.URLParameters(self.cluster.urls()[0]))
-            return self.connection.channel()
-
-    def consumers(self, queue):
-        channel = self.channel()
-        try:
-            return channel.queue_declare("mqksbridge.q." + queue, passive=True) \
-                .method.consumer_count
-        except pika.exceptions.ChannelClosedByBroker:      # 404: not declared yet
-            return 0
-        finally:
-            if channel.is_open:
-                channel.close()
-
-    def wait_consumers(self, queue, n=1):
-        wait_until(lambda: self.consumers(queue) >= n, 30, f"{n} consumers of {queue}",
-                   step=0.02)
-
-    def wait_bindings(self, subject, n):
-        def bound():
-            rows = json.loads(self.cluster.ctl(1, "list_bindings", "-p", self.cluster.vhost,
-                                               "source_name", "routing_key",
-                                               "--formatter", "json"))
-            return sum(1 for row in rows if row["routing_key"] == subject
-                       and row["source_name"] == "mqksbridge.b.mqks") >= n
-        wait_until(bound, 60, f"{n} bindings of {subject}", step=0.2)
-
-    def wait_reading(self, n):
-        """Until `n` gateways' readers' queues are bound to the stream `mqks`."""
-        def bound():
-            rows = json.loads(self.cluster.ctl(1, "list_bindings", "-p", self.cluster.vhost,
-                                               "source_name", "destination_name",
-                                               "--formatter", "json"))
-            return sum(1 for row in rows if row["source_name"] == "mqksbridge.s.mqks"
-                       and row["destination_name"].startswith("mqksbridge.r.")) >= n
-        wait_until(bound, 60, f"{n} gateways reading mqks", step=0.2)
-
-    def close(self):
-        if self.connection.is_open:
-            self.connection.close()
-
-
-@pytest.fixture(scope="module")
-def rabbit(_rabbitmq_node_session):
-    seen = Rabbit(_rabbitmq_node_session)
-    yield seen
-    seen.close()
-
-
-@pytest.fixture
-def nets(gateways):
-    made = [Net(gw.ports, gw.inbox, gw.outbox) for gw in gateways]
-    yield made
-    for net in made:
-        net.close()
+    """Two gateways on the session's RabbitMQ node. A Twino producer's ack is sent once
+    RabbitMQ has the message (`received`), as the one-process matrix's pairs expect of a
+    queue; the default `relay` across gateways is test_cluster_modes'."""
+    yield from start(_rabbitmq_node_session, tmp_path_factory,
+                     settings='[twino]\nproducer_ack_default = "received"\n')
 
 
 @pytest.fixture(params=PAIRS, ids=PAIR_IDS)
@@ -190,10 +109,9 @@ def test_an_unacked_delivery_left_on_one_gateway_reaches_a_consumer_on_the_other
         nets, rabbit, src, dst):
     """A manual-ack consumer on gateway 2 leaves holding a delivery: RabbitMQ hands it back
     and a consumer of the same door on gateway 1 gets it, same envelope, retry + 1 where
-    the door shows it (Twino shows no retry count). After a Twino push the taker stays on
-    gateway 2: the push made the queue, unknown to gateway 1 until then, push-all there
-    (Twino's auto-create default), and each gateway keeps its own view of a queue's mode
-    (docs/cluster.md), so a consumer on gateway 1 would get nothing."""
+    the door shows it (Twino shows no retry count). After a Twino push the queue is push-all
+    (Twino's auto-create default), whose copies are each consumer's own: the taker is then
+    a consumer on gateway 2 as well."""
     source, leaving = nets[0].side(src), nets[1].side(dst)
     staying = nets[1 if src == "twino" else 0].side(dst)
     queue = unique("ch") + "/1"

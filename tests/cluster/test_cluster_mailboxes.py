@@ -14,25 +14,15 @@ import pytest
 from mqksbridge.bridge.clients import twino
 from mqksbridge.bridge.clients.malamute import MalamuteClient
 from mqksbridge.protocols.twino.codec import Frame, MessageType, new_id
-from tests.interop.conftest import spool_broker
+from tests.cluster.gateways import start
 from tests.interop.sides import WAIT, unique
 from tests.support.waits import wait_until
 
 
 @pytest.fixture(scope="module")
 def gateways(_rabbitmq_node_session, tmp_path_factory):
-    urls = json.dumps(_rabbitmq_node_session.urls())
-    started = []
-    try:
-        for node in ("gw1", "gw2"):
-            settings = ("[broker]\nsweep_interval = 0.1\n"
-                        f'[cluster]\nengine = "rabbitmq"\nurls = {urls}\nnode = "{node}"\n')
-            started.append(spool_broker(tmp_path_factory.mktemp(node), settings,
-                                        doors=("malamute", "twino", "admin")))
-        yield started
-    finally:
-        for process in started:
-            process.stop()
+    yield from start(_rabbitmq_node_session, tmp_path_factory,
+                     doors=("malamute", "twino", "admin"))
 
 
 class Gateway:

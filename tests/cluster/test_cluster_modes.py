@@ -15,10 +15,9 @@ import json
 import threading
 import urllib.parse
 
-import pika
 import pytest
 
-from tests.interop.conftest import Net, spool_broker
+from tests.cluster.gateways import start
 from tests.interop.sides import WAIT, TwinoReader, unique
 from tests.support.admin import fetch, fetch_json
 from tests.support.waits import wait_until
@@ -26,57 +25,7 @@ from tests.support.waits import wait_until
 
 @pytest.fixture(scope="module")
 def gateways(_rabbitmq_node_session, tmp_path_factory):
-    urls = json.dumps(_rabbitmq_node_session.urls())
-    started = []
-    try:
-        for node in ("gw1", "gw2"):
-            settings = ("[broker]\nsweep_interval = 0.1\n"
-                        f'[cluster]\nengine = "rabbitmq"\nurls = {urls}\nnode = "{node}"\n')
-            started.append(spool_broker(tmp_path_factory.mktemp(node), settings,
-                                        doors=("mqks", "malamute", "twino", "admin")))
-        yield started
-    finally:
-        for process in started:
-            process.stop()
-
-
-class Rabbit:
-    """A queue's ready messages and consumers, as RabbitMQ counts them."""
-
-    def __init__(self, cluster):
-        self.connection = pika.BlockingConnection(pika.URLParameters(cluster.urls()[0]))
-
-    def counts(self, queue):
-        channel = self.connection.channel()
-        try:
-            frame = channel.queue_declare("mqksbridge.q." + queue, passive=True)
-            return frame.method.message_count, frame.method.consumer_count
-        except pika.exceptions.ChannelClosedByBroker:      # 404: not declared yet
-            return None, 0
-        finally:
-            if channel.is_open:
-                channel.close()
-
-    def wait_ready(self, queue, n):
-        wait_until(lambda: self.counts(queue)[0] == n, 30, f"{n} ready in {queue}", step=0.02)
-
-    def close(self):
-        self.connection.close()
-
-
-@pytest.fixture(scope="module")
-def rabbit(_rabbitmq_node_session):
-    seen = Rabbit(_rabbitmq_node_session)
-    yield seen
-    seen.close()
-
-
-@pytest.fixture
-def nets(gateways):
-    made = [Net(gw.ports, gw.inbox, gw.outbox) for gw in gateways]
-    yield made
-    for net in made:
-        net.close()
+    yield from start(_rabbitmq_node_session, tmp_path_factory)
 
 
 def mode(gateway, queue):

@@ -24,7 +24,7 @@ from mqksbridge.bridge.engine import Client, Consumer, Message
 from mqksbridge.bridge.engine.rabbitmq import RabbitMQEngine
 from mqksbridge.core.permissions import Denied, Principal, Rules
 from mqksbridge.protocols.malamute import zrex
-from tests.cluster.test_cluster_interop import DOORS, gateways, nets  # noqa: F401 (fixtures)
+from tests.cluster.test_cluster_interop import DOORS, gateways  # noqa: F401 (fixture)
 from tests.interop.sides import MalamuteReader, unique
 from tests.support.waits import until, wait_until
 

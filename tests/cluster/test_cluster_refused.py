@@ -1,43 +1,34 @@
-"""A publish the cluster refuses after the door published it reaches the client as the
-refusal it is, on every door that confirms (docs/cluster.md, 'publish with confirmation').
+"""A publish the cluster refuses after the door published it reaches the client as the refusal
+it is, on every door that confirms (docs/cluster.md, 'publish with confirmation').
 
 One gateway (a real `twistd -n mqksbridge` with `[cluster] engine = "rabbitmq"`) on the
 session's RabbitMQ node. The refusing queue is a quorum queue full (`x-max-length` 1,
 `x-overflow` reject-publish, published to until RabbitMQ nacks: a quorum queue takes the
 publish that fills it) declared in RabbitMQ before the gateway declares it, which takes it
-as the cluster has it: the gateway publishes to it and RabbitMQ nacks each publish. Each door's client is then told what it is told for a synchronous
-refusal: MQKS --confirm an error line, a Twino producer waiting for its `received` ack a
-nack (`refused`), a TextQueue inbox record `!`. Beside each, the same client's publish to a
-queue that takes it is confirmed as before.
+as the cluster has it: the gateway publishes to it and RabbitMQ nacks each publish. Each
+door's client is then told what it is told for a synchronous refusal: MQKS --confirm an
+error line, a Twino producer waiting for its `received` ack a nack (`refused`), a TextQueue
+inbox record `!`. Beside each, the same client's publish to a queue that takes it is
+confirmed as before.
 """
-import json
-
 import pika
 import pytest
 
 from mqksbridge.bridge.clients.mqks import MqksError
-from tests.interop.conftest import Net, spool_broker
+from tests.cluster.gateways import QUEUE as PREFIX, start
 from tests.interop.sides import Mqks, Refused, TextQueue, Twino, split_queue, unique
-
-PREFIX = "mqksbridge.q."
 
 
 @pytest.fixture(scope="module")
-def gateway(_rabbitmq_node_session, tmp_path_factory):
-    urls = json.dumps(_rabbitmq_node_session.urls())
-    settings = ("[broker]\nsweep_interval = 0.1\n"
-                f'[cluster]\nengine = "rabbitmq"\nurls = {urls}\nnode = "refused"\n'
-                '[twino]\nproducer_ack_default = "received"\n')
-    process = spool_broker(tmp_path_factory.mktemp("refused"), settings)
-    yield process
-    process.stop()
+def gateways(_rabbitmq_node_session, tmp_path_factory):
+    yield from start(_rabbitmq_node_session, tmp_path_factory, nodes=("refused",),
+                     doors=("mqks", "malamute", "twino"),
+                     settings='[twino]\nproducer_ack_default = "received"\n')
 
 
 @pytest.fixture
-def net(gateway):
-    made = Net(gateway.ports, gateway.inbox, gateway.outbox)
-    yield made
-    made.close()
+def net(nets):
+    return nets[0]
 
 
 @pytest.fixture
