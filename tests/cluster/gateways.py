@@ -10,6 +10,7 @@ from tests.interop.conftest import spool_broker
 from tests.support.waits import wait_until
 
 QUEUE = "mqksbridge.q."                  # the default prefix's quorum queue of a core queue
+MAILBOX = "mqksbridge.m."                # ... of a mailbox
 
 
 def start(cluster, tmp_path_factory, nodes=("gw1", "gw2"),
@@ -48,11 +49,12 @@ class Rabbit:
                 pika.URLParameters(self.cluster.urls()[0]))
             return self.connection.channel()
 
-    def counts(self, queue):
-        """(ready, consumers) of core queue `queue`; (None, 0) while it is not declared."""
+    def counts(self, queue, prefix=QUEUE):
+        """(ready, consumers) of core queue `queue` (with `prefix` MAILBOX: of mailbox
+        `queue`); (None, 0) while it is not declared."""
         channel = self.channel()
         try:
-            frame = channel.queue_declare(QUEUE + queue, passive=True)
+            frame = channel.queue_declare(prefix + queue, passive=True)
             return frame.method.message_count, frame.method.consumer_count
         except pika.exceptions.ChannelClosedByBroker:      # 404: not declared yet
             return None, 0
@@ -63,9 +65,9 @@ class Rabbit:
     def wait_ready(self, queue, n):
         wait_until(lambda: self.counts(queue)[0] == n, 30, f"{n} ready in {queue}", step=0.02)
 
-    def wait_consumers(self, queue, n=1):
-        wait_until(lambda: self.counts(queue)[1] >= n, 30, f"{n} consumers of {queue}",
-                   step=0.02)
+    def wait_consumers(self, queue, n=1, prefix=QUEUE):
+        wait_until(lambda: self.counts(queue, prefix)[1] >= n, 30,
+                   f"{n} consumers of {prefix}{queue}", step=0.02)
 
     def _bindings(self, *columns):
         return json.loads(self.cluster.ctl(1, "list_bindings", "-p", self.cluster.vhost,

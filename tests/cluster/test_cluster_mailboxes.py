@@ -14,7 +14,7 @@ import pytest
 from mqksbridge.bridge.clients import twino
 from mqksbridge.bridge.clients.malamute import MalamuteClient
 from mqksbridge.protocols.twino.codec import Frame, MessageType, new_id
-from tests.cluster.gateways import start
+from tests.cluster.gateways import MAILBOX, start
 from tests.interop.sides import WAIT, unique
 from tests.support.waits import wait_until
 
@@ -80,9 +80,12 @@ def received(client):
     return got
 
 
-def test_malamute_mail_reaches_an_address_on_the_other_gateway(gw):
+def test_malamute_mail_reaches_an_address_on_the_other_gateway(gw, rabbit):
+    """The owner's gateway consumes its mailbox once RabbitMQ has the consumer (a fresh
+    gateway's first one once took longer than a receive's wait: waited for here)."""
     address = unique("mlm")
     owner = gw[1].malamute(address)
+    rabbit.wait_consumers(address, prefix=MAILBOX)
     sender = gw[0].malamute(unique("mlm"))
     sender.sendto(address, "hello", b"one", b"two", tracker="t1")
     got = received(owner)
