@@ -23,16 +23,17 @@ test: $(STAMP) system-packages
 
 # Debian packages some tests use, installed when missing and run as root (CI): headless
 # Chromium for the dashboard test, libczmq for the zrex differential test against czmq,
-# jq for a docs/cli.md example (tests/test_docs_examples.py), rabbitmq-server for the
+# jq for a docs/cli.md example (tests/test_docs_examples.py), strace to make a disk slow
+# (tests/spill/test_spill_twistd.py), rabbitmq-server for the
 # cluster engine's tests. The tests start RabbitMQ nodes of their own (bridge/cluster/
 # local.py): the system service the package may start is stopped again at once.
 RABBITMQ = /usr/lib/rabbitmq/bin/rabbitmq-server
 system-packages:
 	@if [ "$$(id -u)" = 0 ] && ! { command -v chromium && command -v chromedriver \
-			&& command -v jq && ldconfig -p | grep -q 'libczmq\.so\.4' \
+			&& command -v jq && command -v strace && ldconfig -p | grep -q 'libczmq\.so\.4' \
 			&& test -x $(RABBITMQ); } >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -qq chromium chromium-driver libczmq4 jq rabbitmq-server >/dev/null \
+		apt-get install -y -qq chromium chromium-driver libczmq4 jq strace rabbitmq-server >/dev/null \
 		&& { service rabbitmq-server stop || true; } >/dev/null 2>&1; fi
 
 # A local 3-node RabbitMQ cluster under ./var/cluster and two gateways on it, to try the

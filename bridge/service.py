@@ -218,6 +218,8 @@ def build(config, reactor=None, clock=None):
     doors, listeners = {}, {}
     broker.memory = MemoryWatermark(watermark_bytes(settings["memory_watermark"]), doors,
                                     pressure=spill.pressure if spill is not None else None)
+    if spill is not None:
+        spill.memory = broker.memory
     periodic(settings["memory_check_interval"], broker.memory.check, clock,
              "memory watermark", phase=0.3).setServiceParent(top)
     for name in DOORS:

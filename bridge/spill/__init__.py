@@ -64,6 +64,8 @@ class Spill:
         self._call = None
         self.pending = 0             # bytes handed to the worker, not written yet
         self.failed = False          # the last write failed (a full disk)
+        self.memory = None           # bridge.memory.MemoryWatermark (see `write`)
+        self.pressed = False         # pages waiting passed the cap since the last drain
         self.written = self.writes = self.failures = 0
 
     def window(self, queue):
@@ -122,14 +124,21 @@ class Spill:
 
     def write(self, file, data, offset, done=None, failed=None):
         """Write `data` at `offset` of a scratch file on the worker thread; then `done()`
-        (or `failed()`) on the reactor."""
+        (or `failed()`) on the reactor. Pages passing the global cap run the memory check
+        at once, so that publishers are held now (a slow disk, a flood) rather than at the
+        next periodic check, half a second of reading later."""
+        total = self.budget.total
+        waiting = self.pending
         self.pending += len(data)
+        if total is not None and waiting <= total < self.pending and self.memory is not None:
+            self.pressed = True
+            self.memory.check()
         d = self.run(file.write, data, offset)
         d.addCallbacks(self._written, self._failed, (len(data), done), None,
                        (len(data), failed, file))
 
     def _written(self, _, size, done):
-        self.pending -= size
+        self._settle(size)
         self.written += size
         self.writes += 1
         self.failed = False
@@ -137,7 +146,7 @@ class Spill:
             done()
 
     def _failed(self, failure, size, failed, file):
-        self.pending -= size
+        self._settle(size)
         self.failures += 1
         if not self.failed:
             log.failure("spill: writing {path} failed; its pages stay in memory and "
@@ -145,6 +154,15 @@ class Spill:
         self.failed = True
         if failed is not None:
             failed()
+
+    def _settle(self, size):
+        """A write is over. Once the pages that passed the cap are all written, glibc is
+        asked to give their freed blocks back: a burst that waited for the disk otherwise
+        stays in the resident size (bridge.memory)."""
+        self.pending -= size
+        if self.pressed and not self.pending:
+            self.pressed = False
+            self.memory.trim()
 
     def remove(self, file):
         """Remove a scratch file on the worker thread, after every write before it."""

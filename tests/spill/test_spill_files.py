@@ -4,6 +4,7 @@ import os
 
 from twisted.internet import defer, task
 
+from mqksbridge.bridge.memory import MemoryWatermark
 from mqksbridge.bridge.spill import Spill
 from mqksbridge.core import Broker, Client, Consumer, FakeClock, Message
 from mqksbridge.protocols.textqueue import journal as records
@@ -78,6 +79,38 @@ def test_a_failed_write_keeps_pages_in_memory_and_holds_publishers(tmp_path):
     assert not spill.failed and not spill.pressure()
     assert len(files(root)) == 1
     assert [e.message.id for e in take_all(queue)] == [f"m{i}" for i in range(50)]
+
+
+def test_pages_past_the_cap_sound_the_memory_alarm_at_once_and_trim_when_written(tmp_path):
+    """A disk slower than the publishers: the write that takes the waiting pages past the
+    global cap runs the memory check then (no periodic check turns here), and once they
+    are all written glibc is asked once to give the freed blocks back."""
+    writes, trims = [], []
+    broker = Broker(FakeClock(1_700_000_000.0))
+    reactor = task.Clock()
+
+    def later(work, *args):
+        d = defer.Deferred()
+        writes.append((d, work, args))
+        return d
+
+    spill = Spill(str(tmp_path), broker, reactor, Seconds(), 1 << 20, 10, 4096, run=later)
+    broker.windows = spill.window
+    spill.memory = MemoryWatermark(None, {}, used=lambda: 0, trim=lambda: trims.append(1),
+                                   pressure=spill.pressure)
+    queue = broker.queue("jobs")
+    for i in range(200):
+        queue.put_message(Message(f"m{i}", "s", (b"x" * 100,)))
+        reactor.advance(0)
+    assert spill.pending > 4096 and spill.memory.alarm and spill.memory.alarms == 1
+    while writes:
+        d, work, args = writes.pop(0)
+        work(*args)
+        d.callback(None)
+    assert spill.pending == 0 and trims == [1]
+    spill.memory.check()
+    assert not spill.memory.alarm
+    assert [e.message.id for e in take_all(queue)] == [f"m{i}" for i in range(200)]
 
 
 def test_requeued_and_deleted(tmp_path):

@@ -4,17 +4,24 @@ journal), memory stays bounded, every message comes back in order once the consu
 reads, and a kill -9 brings back the durable backlog and never the scratch one."""
 import json
 import os
+import shutil
+import subprocess
 import threading
+
+import pytest
 
 from tests.hostile.hostile import rss
 from tests.journal.crash import Line
 from tests.support.admin import fetch, fetch_json
 from tests.support.process import BrokerProcess
+from tests.support.waits import wait_until
 
 WINDOW = 200                    # messages a queue keeps resident
+TOTAL = 4 << 20                 # pages waiting for the disk past this hold publishers
 CONFIG = f"""
 [broker]
 queue_memory_window_messages = {WINDOW}
+queue_memory_total = {TOTAL}
 
 [durability]
 queues = ["kept*"]
@@ -81,7 +88,9 @@ def spill_files(tmp_path, name):
 def test_backlog_pages_out_and_comes_back_in_order(tmp_path):
     """Scratch queue: past the window the backlog is on disk (admin shows it, segment
     files in TextQueue format exist), RSS stays bounded against a flood, a healthy
-    consumer of another queue is served meanwhile, and all of it comes back in order."""
+    consumer of another queue is served meanwhile, and all of it comes back in order. The
+    bound holds however fast the disk is: pages waiting for it past `TOTAL` hold the
+    publisher (test_a_slow_disk_holds_the_publisher)."""
     process = broker(tmp_path).start()
     try:
         port = process.ports["mqks"]
@@ -142,4 +151,64 @@ def test_kill_9_keeps_the_durable_backlog_and_drops_the_scratch_one(tmp_path):
         status, _, raw = fetch(process.ports["admin"], "/api/queues/scratch")
         assert status == 404 or json.loads(raw)["depth"] == 0, (status, raw)
     finally:
+        process.stop()
+
+
+def slow_disk(pid, delay_us=30_000):
+    """Every pwrite64 of the broker (the spill's scratch writes) made `delay_us` slower: a
+    real process tracer on the real syscalls. Skips where this machine forbids ptrace."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed (make test installs it as root)")
+    tracer = subprocess.Popen(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=pwrite64",
+                               "-e", f"inject=pwrite64:delay_exit={delay_us}", "-p", str(pid)],
+                              stderr=subprocess.PIPE)
+
+    def traced():
+        return all(_tracer_of(pid, t) == tracer.pid for t in os.listdir(f"/proc/{pid}/task"))
+    try:
+        wait_until(lambda: tracer.poll() is not None or traced(), 10, "strace to attach")
+    except AssertionError:
+        tracer.kill()
+        raise
+    if tracer.poll() is not None:
+        pytest.skip(f"strace cannot attach here: {tracer.stderr.read().decode().strip()}")
+    return tracer
+
+
+def _tracer_of(pid, tid):
+    with open(f"/proc/{pid}/task/{tid}/status") as f:
+        for line in f:
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_a_slow_disk_holds_the_publisher_and_memory_comes_back(tmp_path):
+    """A disk slower than the flood (each scratch write 30 ms late): the pages waiting for
+    it pass `TOTAL`, the publisher is held at once (not half a second of reading later),
+    RSS stays bounded, and once the disk has caught up the freed pages go back to the
+    system instead of staying in the resident size."""
+    process = broker(tmp_path).start()
+    tracer = None
+    try:
+        port = process.ports["mqks"]
+        stalled = consumer(port, b"stuck")
+        before = rss(process.process.pid)
+        tracer = slow_disk(process.process.pid)
+        count = 40_000
+        publish(port, b"stuck", count, 1000)
+        grown = rss(process.process.pid) - before
+        assert grown < 20 << 20, f"RSS grew by {grown} bytes against a slow disk"
+        overview = fetch_json(process.ports["admin"], "/api/overview")
+        assert overview["memory"]["alarms"] >= 1, overview["memory"]
+        wait_until(lambda: rss(process.process.pid) - before < 8 << 20, 60,
+                   "the written pages' memory to go back",
+                   detail=lambda: f"RSS grown by {rss(process.process.pid) - before}")
+        tracer.terminate()
+        tracer.wait(10)
+        tracer = None
+        assert read_all(stalled, b"stuck", count) == list(range(count))
+    finally:
+        if tracer is not None:
+            tracer.kill()
         process.stop()
