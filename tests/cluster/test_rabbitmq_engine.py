@@ -10,8 +10,8 @@ does not cover because it needs a cluster, two gateways or a fault.
   hand it out again within a minute of the node's return either.
 - A lost connection (the node lives) comes back, and what was held comes out again with
   retry + 1; a node that does not answer is skipped.
-- Two gateways: a stream routes across them and from a plain AMQP client; a queue one
-  declared with other options is used as the cluster has it.
+- Two gateways: a stream routes across them and from a plain AMQP client; a queue or a
+  mailbox one declared with other options is used as the cluster has it.
 - An expired message is never handed out.
 - A gateway with users checks a queue put as the core does."""
 import uuid
@@ -236,6 +236,34 @@ async def test_a_queue_another_gateway_declared_with_other_options_is_used_as_it
         if a._declarer is not None:
             for name in ("jobs", "other"):
                 await a._declarer.queue_delete(a.names.queue(name))
+        await defer.gatherResults([a.stop(), b.stop()])
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_mailbox_another_gateway_declared_with_other_options_is_used_as_it_is(
+        rabbitmq_node):
+    """Gateway A has a mailbox size limit, gateway B none: B's declare of A's mailbox is
+    refused (other arguments), B takes the queue as the cluster has it, and B's owner of
+    the address gets the mail sent on A (it was never consumed before: the refusal left
+    the mailbox undeclared for good)."""
+    prefix = f"remailbox-{uuid.uuid4().hex[:8]}."
+    a, b = (RabbitMQEngine(ReactorClock(task.Clock()), rabbitmq_node.urls(), node=node,
+                           prefix=prefix, replicas=1, reactor=reactor, **options)
+            for node, options in (("a", {"mailbox_size_limit": 1 << 20}), ("b", {})))
+    await defer.gatherResults([a.ready(), b.ready()]).addTimeout(TIMEOUT, reactor)
+    try:
+        await a.mailbox("box").when_declared()
+        got = []
+        owner = Client("o", "malamute")
+        b.connect(owner)
+        b.mailbox("box").attach(owner, lambda box, m: got.append(m.id))
+        await until(lambda: b.mailboxes["box"].consuming is not None, TIMEOUT,
+                    "B consuming the mailbox A declared")
+        a.mailbox("box").send(Message("m1", "s", (b"x",)))
+        await until(lambda: got == ["m1"], TIMEOUT, "A's mail at B's owner", detail=lambda: got)
+    finally:
+        if a._declarer is not None:
+            await a._declarer.queue_delete(a.mailboxes["box"].amqp_name)
         await defer.gatherResults([a.stop(), b.stop()])
 
 

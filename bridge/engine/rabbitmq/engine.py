@@ -26,6 +26,7 @@ from mqksbridge.bridge.engine.verbs import ConsumerVerbs
 from mqksbridge.bridge.engine.rabbitmq import acks, envelope, modes, topology
 from mqksbridge.bridge.engine.rabbitmq.connection import Connection
 from mqksbridge.bridge.engine.rabbitmq.control import Bus
+from mqksbridge.bridge.engine.rabbitmq.declare import declare_queue
 from mqksbridge.bridge.engine.rabbitmq.events import FleetEvents
 from mqksbridge.bridge.engine.rabbitmq.mailbox import (
     GuardedRemoteMailbox, Mailboxes, Owners, RemoteMailbox)
@@ -350,18 +351,9 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
             channel = yield protocol.channel()
             yield channel.exchange_declare(self.names.fanout(queue.name),
                                            exchange_type="fanout", durable=True)
-            try:
-                yield channel.queue_declare(queue.amqp_name, durable=True,
-                                            arguments=self.arguments_of(queue))
-                ok = queue
-            except pika.exceptions.ChannelClosedByBroker as refused:
-                if refused.reply_code != 406:
-                    raise
-                log.warn("{queue} exists in the cluster with other options ({why}): "
-                         "kept as it is", queue=queue.name, why=refused.reply_text)
-                channel = yield protocol.channel()
-                yield channel.queue_declare(queue.amqp_name, passive=True)
-                ok = queue
+            channel = yield declare_queue(channel, protocol.channel, queue.amqp_name,
+                                          self.arguments_of(queue), queue.name)
+            ok = queue
             if channel.is_open:
                 channel.close()
         except Exception:

@@ -25,6 +25,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from mqksbridge.bridge.engine.rabbitmq import envelope
+from mqksbridge.bridge.engine.rabbitmq.declare import declare_queue
 from mqksbridge.core.guarded import GuardedMailbox
 from mqksbridge.core.mailbox import DELIVERED, DROPPED, STORED, Mailbox
 from mqksbridge.core.message import Message
@@ -35,6 +36,7 @@ log = Logger(namespace="mqksbridge.cluster")
 RAW, RAW_DOOR = envelope.PREFIX + "raw", envelope.PREFIX + "raw-door"
 OWNER, RELEASED, DROPPED_BOX = "mailbox-owner", "mailbox-released", "mailbox-dropped"
 TAKEN = "mailbox-taken"          # the local event a door ends a taken-over session on
+RETRY = 1.0                      # seconds before a failed consume is tried again
 
 
 class RemotePrincipal:
@@ -117,6 +119,7 @@ class RemoteMailbox(Mailbox):
         self.tags = deque()                 # the delivery tag of each message in `stored`
         self.consuming = None               # the channel the owner's consumer is on
         self.opening = False                # that channel and consume in flight
+        self.attempt = 0                    # which connection's: lost() counts up
         self.claimed = (0, 0.0, "")         # the owner's claim: (number, time, gateway)
 
     def arguments(self):
@@ -146,8 +149,8 @@ class RemoteMailbox(Mailbox):
         declared, ok = self.declared, None
         try:
             channel = yield self.engine.open_channel()
-            yield channel.queue_declare(self.amqp_name, durable=True,
-                                        arguments=self.arguments())
+            channel = yield declare_queue(channel, self.engine.open_channel, self.amqp_name,
+                                          self.arguments(), f"mailbox {self.name}")
             ok = self
             channel.close()
         except Exception:
@@ -156,9 +159,12 @@ class RemoteMailbox(Mailbox):
             declared.callback(ok)
 
     def lost(self):
-        """The connection went: declared again, consumed again, on the next one."""
+        """The connection went: declared again, consumed again, on the next one (a consume
+        still opening on the old one is let go: `attempt`)."""
         self.declared, self.declaring = defer.Deferred(), False
         self.consuming = None
+        self.opening = False
+        self.attempt += 1
         self._forget_received()
 
     def reopen(self):
@@ -181,28 +187,42 @@ class RemoteMailbox(Mailbox):
     @defer.inlineCallbacks
     def _consume(self):
         """The live owner's consumer, on a channel of its own (closing it hands back what
-        was not handed over)."""
+        was not handed over). One that fails (RabbitMQ refused the declare or the consume)
+        is tried again RETRY seconds later while the owner is here; one cut short by a
+        lost connection is opened again by `reopen` on the next."""
         if self.opening:
             return
-        self.opening = True
+        self.opening, attempt = True, self.attempt
         try:
             declared = yield self.when_declared()
-            if declared is None or self.deliver is None or self.consuming is not None:
+            if declared is None:
+                raise ConnectionError("the cluster did not declare its queue")
+            if self.deliver is None or self.consuming is not None:
                 return
             channel = yield self.engine.open_channel()
             yield channel.basic_qos(prefetch_count=self.engine.prefetch)
             deliveries, _ = yield channel.basic_consume(self.amqp_name)
         except Exception as exc:
-            log.warn("cannot consume mailbox {name}: {why}", name=self.name, why=exc)
+            if attempt == self.attempt:  # not a connection lost meanwhile (reopen)
+                log.warn("cannot consume mailbox {name}: {why}; trying again in {delay} s",
+                         name=self.name, why=exc, delay=RETRY)
+                self.opening = False
+                self.declared, self.declaring = defer.Deferred(), False
+                self.engine.reactor.callLater(RETRY, self._again, attempt)
             return
         finally:
-            self.opening = False
-        if self.deliver is None or self.consuming is not None:     # let go meanwhile
-            if channel.is_open:
+            if attempt == self.attempt:
+                self.opening = False
+        if attempt != self.attempt or self.deliver is None or self.consuming is not None:
+            if channel.is_open:          # let go meanwhile, or of a lost connection
                 channel.close()
             return
         self.consuming = channel
         self._next(deliveries, channel)
+
+    def _again(self, attempt):
+        if attempt == self.attempt and self.deliver is not None and self.consuming is None:
+            self._consume()
 
     def _next(self, deliveries, channel):
         deliveries.get().addCallbacks(self._received, lambda failure: None,
