@@ -13,8 +13,10 @@ messages its target cannot carry.
 """
 import argparse
 import datetime
+import importlib
 import os
 import sys
+import threading
 
 
 def _time(text):
@@ -102,12 +104,23 @@ def main(argv=None):
     except OSError as e:
         print(f"mqksbridge-pipeline: {e}", file=sys.stderr)
         return 2
+    if args.command == "report":        # matplotlib loads on the core the JVM start leaves
+        charts = threading.Thread(target=importlib.import_module, daemon=True,
+                                  args=("mqksbridge.pipeline.report_html",))
+        charts.start()
     spark = spark_session(args.master, conf)
     try:
         if args.command == "report":
             from mqksbridge.pipeline import report
             report.clear(args.out)
-            frames, facts = report.run(spark, args.journals, args.out, args.where, args.as_of, show)
+            frames, facts = report.run(spark, args.journals, args.out, args.where, args.as_of,
+                                       show, html=False)
+            stopping = threading.Thread(target=stop, args=(spark,))
+            stopping.start()             # the JVM ends on one core, the page is drawn on the other
+            spark = None
+            charts.join()
+            report.page(args.out, frames, facts, args.journals)
+            stopping.join()
             print(f"report: {facts['messages']} messages, {len(frames['queues'])} queues -> "
                   f"{os.path.join(args.out, 'report.html')}, tables in "
                   f"{os.path.join(args.out, 'tables', '')}")
@@ -130,7 +143,8 @@ def main(argv=None):
             print(f"export: {count} records -> {args.out} (partitioned by day and queue)")
             return 0
     finally:
-        stop(spark)
+        if spark is not None:
+            stop(spark)
     return 2
 
 

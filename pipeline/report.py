@@ -133,10 +133,16 @@ def run(spark, paths, out_dir, where=None, as_of=None, show_progress=None, html=
         table = pa.Table.from_pandas(frames[name], preserve_index=False)
         pq.write_table(table, os.path.join(out_dir, "tables", f"{name}.parquet"))
     if html:
-        from mqksbridge.pipeline.report_html import write_page
-        write_page(os.path.join(out_dir, "report.html"), frames, facts, paths,
-                   charts_dir=os.path.join(out_dir, "charts"))
+        page(out_dir, frames, facts, paths)
     return frames, facts
+
+
+def page(out_dir, frames, facts, paths):
+    """`out_dir/report.html` and its charts, of what `run` returned; needs no Spark (the
+    command line draws it while the session stops)."""
+    from mqksbridge.pipeline.report_html import write_page
+    write_page(os.path.join(out_dir, "report.html"), frames, facts, paths,
+               charts_dir=os.path.join(out_dir, "charts"))
 
 
 def clear(out_dir):
