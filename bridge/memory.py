@@ -67,9 +67,9 @@ class MemoryWatermark:
     """Checked by a periodic service (bridge.clock.periodic); `doors` is the live mapping
     of door name -> door (each with `.traffic`, a bridge.traffic.DoorTraffic)."""
 
-    def __init__(self, limit, doors, used=resident, trim=None, pressure=None):
+    def __init__(self, limit, doors, used=resident, trim=None, spill=None):
         self.limit = limit
-        self.pressure = pressure     # () -> bool: another reason to hold publishers (spill)
+        self.spill = spill           # bridge.spill.Spill: its pressure holds publishers too
         self.doors = doors
         self.used = used
         self.trim = trim if trim is not None else _malloc_trim()
@@ -79,7 +79,7 @@ class MemoryWatermark:
         self.held = {}               # Traffic.id -> Traffic held for MEMORY
 
     def check(self):
-        pressed = self.pressure is not None and self.pressure()
+        pressed = self.spill is not None and self.spill.pressure()
         if self.limit is None and not pressed and not self.alarm:
             return
         if self.alarm:
@@ -113,6 +113,7 @@ class MemoryWatermark:
             del held[key]            # gone meanwhile
 
     def state(self):
-        """What `_eval` and the admin API show."""
+        """What `_eval` and the admin API show (with the spill's pages and writes)."""
         return {"alarm": self.alarm, "watermark": self.limit, "resident": self.last,
-                "alarms": self.alarms, "held": len(self.held)}
+                "alarms": self.alarms, "held": len(self.held),
+                "spill": self.spill.state() if self.spill is not None else None}

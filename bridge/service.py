@@ -217,7 +217,7 @@ def build(config, reactor=None, clock=None):
     scheduler = FlushScheduler(reactor)
     doors, listeners = {}, {}
     broker.memory = MemoryWatermark(watermark_bytes(settings["memory_watermark"]), doors,
-                                    pressure=spill.pressure if spill is not None else None)
+                                    spill=spill)
     if spill is not None:
         spill.memory = broker.memory
     periodic(settings["memory_check_interval"], broker.memory.check, clock,

@@ -42,7 +42,7 @@ def test_publishers_are_held_over_the_watermark_until_memory_falls():
     watch.check()
     assert not watch.alarm and pub.producerState == "producing"
     assert watch.state() == {"alarm": False, "watermark": 1000, "resident": 899, "alarms": 1,
-                             "held": 0}
+                             "held": 0, "spill": None}
 
 
 def test_another_reason_keeps_the_connection_paused_after_the_alarm():

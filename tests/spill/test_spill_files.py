@@ -97,7 +97,7 @@ def test_pages_past_the_cap_sound_the_memory_alarm_at_once_and_trim_when_written
     spill = Spill(str(tmp_path), broker, reactor, Seconds(), 1 << 20, 10, 4096, run=later)
     broker.windows = spill.window
     spill.memory = MemoryWatermark(None, {}, used=lambda: 0, trim=lambda: trims.append(1),
-                                   pressure=spill.pressure)
+                                   spill=spill)
     queue = broker.queue("jobs")
     for i in range(200):
         queue.put_message(Message(f"m{i}", "s", (b"x" * 100,)))
