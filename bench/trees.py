@@ -1,8 +1,8 @@
 """Any bench of this directory, this tree against another, in the same session.
 
-    python -m bench.trees --baseline TREE [--rounds 3] BENCH[:ARGS] ...
+    python -m bench.trees --baseline TREE [--rounds 3] "BENCH[:ARGS]" ...
 
-e.g. `python -m bench.trees --baseline ../base twino_bench:--quick interop_bench:--quick`.
+e.g. `python -m bench.trees --baseline ../base "twino_bench:--quick --scenarios push-ack"`.
 Each round runs every BENCH once in each tree (`TREE/.venv/bin/python -m bench.BENCH ARGS`,
 in that tree, with its own code), the trees alternating which goes first; after each run
 the bench's result file (`bench/results/<name>-latest.json`) is read back. Every number
@@ -14,6 +14,7 @@ Results: bench/results/trees-latest.json and trees-latest.md.
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -73,13 +74,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", required=True, help="another checkout with a .venv")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("benches", nargs="+", help="BENCH or BENCH:ARG,ARG")
+    parser.add_argument("benches", nargs="+", help="BENCH or 'BENCH:ARGS' (shell words)")
     args = parser.parse_args()
     trees = {"this": ROOT, "baseline": os.path.abspath(args.baseline)}
     report, lines = {}, []
     for spec in args.benches:
         bench, _, extra = spec.partition(":")
-        bench_args = extra.split(",") if extra else []
+        bench_args = shlex.split(extra)
         samples = {"this": [], "baseline": []}
         loads = [os.getloadavg()[0]]
         for round_ in range(args.rounds):
