@@ -122,10 +122,64 @@ def twistd_of(path):
     raise SystemExit(f"no twistd under {path} (.venv/bin/twistd or bin/twistd)")
 
 
+def floor(n=10_000, rate=2000):
+    """This host's floor under the latency rows: p50/p99 us through a relay that does
+    nothing (a publisher stamps lines at `rate`, a plain-socket process pinned where the
+    broker runs passes them on, a consumer times them; the two ends unpinned, as in the
+    latency scenarios). What the relay shows is the machine's wake-up jitter, which no
+    broker can get under."""
+    into, relay_in = socket.socketpair()
+    relay_out, out = socket.socketpair()
+    result_r, result_w = os.pipe()
+    relay = os.fork()
+    if relay == 0:                       # each end is open in one process only: EOF ends it
+        into.close()
+        out.close()
+        cpus = _cpus("server")
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)
+        while data := relay_in.recv(65536):
+            relay_out.sendall(data)
+        os._exit(0)
+    relay_in.close()
+    relay_out.close()
+    consumer = os.fork()
+    if consumer == 0:
+        into.close()
+        lat, tail = [], b""
+        while len(lat) < n:
+            chunk = out.recv(65536)
+            now = time.monotonic_ns()
+            *lines, tail = (tail + chunk).split(b"\n")
+            lat += [now - int(line) for line in lines]
+        lat.sort()
+        os.write(result_w, json.dumps({"p50_us": lat[n // 2] / 1e3,
+                                       "p99_us": lat[int(n * 0.99)] / 1e3}).encode())
+        os._exit(0)
+    next_at = time.monotonic()
+    for _ in range(n):
+        into.sendall(b"%d\n" % time.monotonic_ns())
+        next_at += 1 / rate
+        if (delay := next_at - time.monotonic()) > 0:
+            time.sleep(delay)
+    os.waitpid(consumer, 0)
+    into.close()
+    out.close()
+    os.waitpid(relay, 0)
+    found = json.loads(os.read(result_r, 4096))
+    os.close(result_r)
+    os.close(result_w)
+    return found
+
+
 def measure(trees, names, rounds, scale):
-    """{(tree, scenario): [result per round]}, trees alternating who goes first."""
+    """{(tree, scenario): [result per round]}, trees alternating who goes first; and
+    the host's floor (`floor`) once a round, as ("host", "floor")."""
     runs = {}
     for r in range(rounds):
+        runs.setdefault(("host", "floor"), []).append(floor())
+        print(f"round {r + 1}     host floor at 2,000/s  " + "  ".join(
+            f"{k} {v:,.1f}" for k, v in runs[("host", "floor")][-1].items()), flush=True)
         order = list(trees.items())
         for tree, twistd in (order[::-1] if r % 2 else order):
             broker = Broker(twistd)
@@ -295,6 +349,11 @@ def markdown(trees, rows, profiles, meta):
             cells.append(cell(row, "cpu_us", "new/base", "{:.2f}"))
         lines.append(f"| {row['label']} | " + " | ".join(cells)
                      + f" | {row.get('new_load1', '')} |")
+    if meta.get("floor"):
+        lines += ["", "Host floor under the latency rows (bench.outside.floor: a relay that "
+                  "does nothing, pinned as the broker, 2,000 msg/s), medians over the "
+                  f"rounds: p50 {meta['floor']['p50_us']:,.0f} us, p99 "
+                  f"{meta['floor']['p99_us']:,.0f} us."]
     if profiles:
         lines += ["", "Where the broker's CPU-us per message go (py-spy, own tree):", "",
                   "| scenario | " + " | ".join(ORDER) + " | total |",
@@ -328,6 +387,8 @@ def main():
             "cpus": os.cpu_count(), "load_before": round(os.getloadavg()[0], 2),
             "rounds": args.rounds, "scale": args.scale, "trees": trees}
     runs = measure(trees, names, args.rounds, args.scale)
+    floors = runs.pop(("host", "floor"))
+    meta["floor"] = {k: round(statistics.median(f[k] for f in floors), 1) for k in floors[0]}
     rows = summary(trees, names, runs)
     profiles = profile(trees["new"], names, args.scale) if args.profile else {}
     meta["load_after"] = round(os.getloadavg()[0], 2)
