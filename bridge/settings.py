@@ -380,6 +380,9 @@ TABLE = (
             "with users: endpoints whose clients log in with a first `auth` line"),
     Setting("mqks.max_connections", 10_000, integer(0, 1 << 24),
             "more at once: `None error <eid>` and the close (0: no limit)"),
+    Setting("mqks.tcp_nodelay", True, boolean,
+            "TCP_NODELAY on every connection: true (the default) for low\n"
+            "  latency, each write a packet; false: Nagle on, fewer packets for\n  floods of small messages (docs/limits.md, \"TCP_NODELAY\")"),
     Setting("mqks.handshake_timeout", 10.0, SECONDS,
             "seconds a client has to finish TLS (ssl:/mtls:) and its `auth`\n"
             "  login; then the close (docs/security.md)"),
@@ -411,6 +414,9 @@ TABLE = (
             "subject bytes a pattern other than plain text is tried on (docs/limits.md)"),
     Setting("malamute.max_connections", 10_000, integer(0, 1 << 24),
             "more at once: ZMTP greeting + ERROR, then the close (0: no limit)"),
+    Setting("malamute.tcp_nodelay", True, boolean,
+            "TCP_NODELAY on every connection, as libzmq sets it: true for low\n"
+            "  latency, each write a packet; false: Nagle on, fewer packets for\n  floods of small messages (docs/limits.md, \"TCP_NODELAY\")"),
     Setting("malamute.handshake_timeout", 10.0, SECONDS,
             "seconds a connection has for the ZMTP greeting and a first command"),
     Setting("malamute.curve", {}, curve_keys,
@@ -429,6 +435,9 @@ TABLE = (
             "idle seconds before the broker PINGs a client"),
     Setting("twino.ping_timeout", 10.0, SECONDS,
             "a PINGed client that sends nothing for this long is closed"),
+    Setting("twino.tcp_nodelay", True, boolean,
+            "TCP_NODELAY on every connection: true (the default) for low\n"
+            "  latency, each write a packet; false: Nagle on, fewer packets for\n  floods of small messages (docs/limits.md, \"TCP_NODELAY\")"),
     Setting("twino.handshake_timeout", 10.0, SECONDS,
             "seconds to send the protocol bytes and the hello"),
     Setting("twino.max_hello", 64 * 1024, integer(256, 1 << 24),

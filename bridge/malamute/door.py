@@ -515,6 +515,7 @@ def build(config, broker, scheduler, reactor, clock, security=None):
     plain = settings["mechanism"] == "plain"
     door.transport = ZmtpRouter(scheduler, door.received_all, door.lost,
                                 high_water=int(settings["high_water"]),
+                                tcp_nodelay=settings["tcp_nodelay"],
                                 max_message=int(settings["max_message_size"]),
                                 max_frames=int(settings["max_frames"]),
                                 traffic=DoorTraffic(DOOR, clock.seconds,

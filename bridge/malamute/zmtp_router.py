@@ -87,7 +87,8 @@ class ZmtpConnection(protocol.Protocol):
         self.failing = None              # a violation's reason, refused once kept is served
 
     def connectionMade(self):
-        no_delay(self.transport)
+        if self.router.tcp_nodelay:
+            no_delay(self.transport)
         self.input = Input(self.transport, self._carry_on)
         kind = SealingOutbox if isinstance(self.zmtp, CurveConnection) else Outbox
         self.outbox = kind(self.transport, self.router.scheduler, self.gate, input=self.input)
@@ -290,8 +291,9 @@ class ZmtpRouter(protocol.Factory):
     def __init__(self, scheduler, on_message, on_gone, *, high_water=10_000,
                  max_message=codec.DEFAULT_MAX_MESSAGE, max_frames=codec.DEFAULT_MAX_FRAMES,
                  traffic=None, mechanism=codec.NULL, login=None, admit=None, release=None,
-                 warnings=None, refuse_peer=None):
+                 warnings=None, refuse_peer=None, tcp_nodelay=True):
         self.scheduler = scheduler
+        self.tcp_nodelay = tcp_nodelay   # Nagle off on each connection (bridge.outbox)
         self.refuse_peer = refuse_peer   # addr -> True to refuse (bridge.security.peer_filter)
         self.mechanism = mechanism       # NULL, or PLAIN with `login(user, password)`:
         self.login = login               # a Deferred firing with who it is, or failing

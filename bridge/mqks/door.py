@@ -113,9 +113,10 @@ class MqksDoor:
 
     def __init__(self, broker, scheduler, stream="mqks", max_line=1 << 20,
                  high_water=1 << 20, max_event=1024, security=None, max_connections=0,
-                 warn_burst=10, warnings=None, handshake_timeout=10.0):
+                 warn_burst=10, warnings=None, handshake_timeout=10.0, tcp_nodelay=True):
         self.broker = broker
         self.handshake_timeout = handshake_timeout   # TLS and the `auth` line, at most
+        self.tcp_nodelay = tcp_nodelay   # Nagle off on each connection (bridge.outbox)
         self.waiting = {}            # connection -> its deadline, oldest first (sweep)
         self.security = security if security is not None and security.enabled else None
         self.clock = broker.clock.now    # the core's clock: arrival times, once per read
@@ -509,7 +510,8 @@ class MqksConnection(protocol.Protocol):
         return error(None, eid)
 
     def connectionMade(self):
-        no_delay(self.transport)
+        if self.door.tcp_nodelay:
+            no_delay(self.transport)
         peer = self.transport.getPeer()
         address = f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}"
         suffix = "".join(random.choices(string.ascii_letters + string.digits, k=4))
@@ -739,7 +741,8 @@ def build(config, broker, scheduler, reactor, clock, security=None):
                     max_connections=int(settings["max_connections"]),
                     warn_burst=int(config["log"]["warn_burst"]),
                     warnings=door_repeats(config, broker.clock.now, DOOR),
-                    handshake_timeout=settings["handshake_timeout"])
+                    handshake_timeout=settings["handshake_timeout"],
+                    tcp_nodelay=settings["tcp_nodelay"])
     users, auth = settings["listen_users"], set(settings["auth"])
     refuse_peer = security.peer_filter(DOOR) if security is not None else None
     return door, [*(ListenerService(reactor, endpoint,

@@ -250,8 +250,9 @@ class TwinoConnection(protocol.Protocol):
         return PROTOCOL + encode(refused(code, new_id()))
 
     def connectionMade(self):
-        no_delay(self.transport)
         door = self.door
+        if door.settings["tcp_nodelay"]:
+            no_delay(self.transport)
         peer = self.transport.getPeer()
         address = f"{getattr(peer, 'host', 'unix')}:{getattr(peer, 'port', 0)}"
         self.client = Client(None, DOOR, address=address)
