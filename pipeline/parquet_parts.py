@@ -105,15 +105,17 @@ class Job:
             final = os.path.join(self.out, relative)
             os.makedirs(os.path.dirname(final), exist_ok=True)
             os.replace(staged, final)
-        self.clean()
+        self.clean(failed=False)
         open(os.path.join(self.out, "_SUCCESS"), "wb").close()
         return sum(rows for _, rows in written)
 
-    def clean(self):
+    def clean(self, failed=True):
         """Remove the staging directory, `_temporary` when no other job uses it, and
-        `OUT` when this job made it and left it empty (it failed)."""
+        `OUT` when this job made it and left it empty because it failed (a job that
+        succeeded with no rows keeps it, holding `_SUCCESS`, as Spark's writer does)."""
         shutil.rmtree(self.staging, ignore_errors=True)
-        for folder in [os.path.dirname(self.staging)] + ([] if self.existed else [self.out]):
+        made = failed and not self.existed
+        for folder in [os.path.dirname(self.staging)] + ([self.out] if made else []):
             try:
                 os.rmdir(folder)
             except OSError:

@@ -120,6 +120,7 @@ class RemoteMailbox(Mailbox):
         self.consuming = None               # the channel the owner's consumer is on
         self.opening = False                # that channel and consume in flight
         self.attempt = 0                    # which connection's: lost() counts up
+        self.retry = None                   # the DelayedCall of a failed consume's retry
         self.claimed = (0, 0.0, "")         # the owner's claim: (number, time, gateway)
 
     def arguments(self):
@@ -165,6 +166,9 @@ class RemoteMailbox(Mailbox):
         self.consuming = None
         self.opening = False
         self.attempt += 1
+        if self.retry is not None and self.retry.active():
+            self.retry.cancel()          # an engine that stops leaves no timer behind
+        self.retry = None
         self._forget_received()
 
     def reopen(self):
@@ -203,13 +207,13 @@ class RemoteMailbox(Mailbox):
             yield channel.basic_qos(prefetch_count=self.engine.prefetch)
             deliveries, _ = yield channel.basic_consume(self.amqp_name)
         except Exception as exc:
-            if attempt == self.attempt:  # not a connection lost meanwhile (reopen)
+            if attempt == self.attempt and self.engine.connection.protocol is not None:
                 log.warn("cannot consume mailbox {name}: {why}; trying again in {delay} s",
                          name=self.name, why=exc, delay=RETRY)
                 self.opening = False
                 self.declared, self.declaring = defer.Deferred(), False
-                self.engine.reactor.callLater(RETRY, self._again, attempt)
-            return
+                self.retry = self.engine.reactor.callLater(RETRY, self._again, attempt)
+            return               # (not connected: `reopen` consumes on the next connection)
         finally:
             if attempt == self.attempt:
                 self.opening = False
@@ -221,6 +225,7 @@ class RemoteMailbox(Mailbox):
         self._next(deliveries, channel)
 
     def _again(self, attempt):
+        self.retry = None
         if attempt == self.attempt and self.deliver is not None and self.consuming is None:
             self._consume()
 
