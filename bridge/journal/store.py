@@ -365,6 +365,9 @@ class Store:
             if segment.fd is not None:
                 if synced:                  # its settlements (and `#` flips) first
                     files.fdatasync(segment.fd)
+                    for directory in segment.created:   # the queue's folder, made with
+                        files.sync_directory(directory)  # it and never synced: the next
+                    segment.created = ()                 # segments' names live there
                 segment.close(files)
             if not os.path.exists(segment.path):
                 return
