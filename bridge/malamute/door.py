@@ -17,8 +17,7 @@ from mqksbridge.bridge.engine import (
     CONSUME, DROPPED, MAILBOX, QUEUE, STREAM, Client, Consumer, Denied, Taken)
 from mqksbridge.bridge.guard import each
 from mqksbridge.bridge.config import size_limit
-from mqksbridge.bridge.convert.malamute import (RAW_MAILBOX, RAW_SERVICE, RAW_STREAM, message,
-                                                messages as run_messages)
+from mqksbridge.bridge.convert.malamute import RAW_MAILBOX, RAW_SERVICE, RAW_STREAM, message, run
 from mqksbridge.bridge.logs import door_repeats
 from mqksbridge.bridge.malamute.peer import Peer
 from mqksbridge.bridge.malamute import curve_keys
@@ -386,8 +385,9 @@ class MalamuteDoor:
         address = send.target
         mailbox = self.broker.mailbox(address)
         start = i
-        i, mail = self._run(RAW_MAILBOX, peer, send, messages, i, now)
-        if len(mail) == 1 or not mailbox.hand_run(mail):
+        i, mail = run(RAW_MAILBOX, self._id, peer.address, send, messages, i, RUN,
+                      self._expiry(send.timeout) if send.timeout else None, now)
+        if len(mail) == 1 or not mailbox.hand_run(mail):    # a lone one: plainly, cheaper
             put, client = mailbox.send, peer.client
             for one in mail:
                 try:
@@ -406,27 +406,6 @@ class MalamuteDoor:
         peer.traffic.messages_in += i - start
         return i
 
-    def _run(self, raw_door, peer, send, messages, i, now):
-        """messages[i] and the SENDs after it with the same header, at most RUN of them:
-        the index after them and their Messages (a lone one, a round trip's hop, made on
-        its own: cheaper than as a run)."""
-        header, start, count = send.header, i, len(messages)
-        if count > i + RUN:
-            count = i + RUN
-        while i < count:
-            frames = messages[i]
-            if not frames or frames[0] != header:
-                break
-            i += 1
-        expires_at = self._expiry(send.timeout) if send.timeout else None
-        if i - start == 1:
-            frames = messages[start]
-            return i, (message(raw_door, self._id(), peer.address, send.subject, send.tracker,
-                               (frames[1],) if len(frames) == 2 else tuple(frames[1:]),
-                               send.deliver, expires_at, now),)
-        return i, run_messages(raw_door, self._id, peer.address, send.subject, send.tracker,
-                               messages[start:i], send.deliver, expires_at, now)
-
     # -- services -------------------------------------------------------------------------
     def _service_sends(self, peer, send, messages, i, now):
         """messages[i] and the SERVICE-SENDs after it with the same header (a client sends
@@ -438,8 +417,9 @@ class MalamuteDoor:
         if queue is None:
             queue = self.broker.queue(service)
         start = i
-        i, requests = self._run(RAW_SERVICE, peer, send, messages, i, now)
-        if len(requests) == 1 or not queue.hand_run(requests):
+        i, requests = run(RAW_SERVICE, self._id, peer.address, send, messages, i, RUN,
+                          self._expiry(send.timeout) if send.timeout else None, now)
+        if len(requests) == 1 or not queue.hand_run(requests):      # (as for mail)
             put, client = queue.put_message, peer.client
             for request in requests:
                 try:

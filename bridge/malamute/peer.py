@@ -145,12 +145,11 @@ class Peer:
             if self.gone or first.raw_door != raw_door or first.origin != ORIGIN:
                 return False
             bodies = []
-            add = bodies.append
             for message in messages:        # a loop: a comprehension would make a closure
                 frames = message.frames
                 if message.raw is not head or len(frames) != 1:
                     return False
-                add(frames[0])
+                bodies.append(frames[0])
             if not self.link.send_run(pairs(head, bodies), len(bodies)):
                 return False
         except Exception:

@@ -134,12 +134,11 @@ def pairs(head, bodies):
     n = len(head)
     first = (_NEXT[n] if n < 256 else _LONG_MORE + _U64.pack(n)) + head
     parts = []
-    add = parts.append
     for body in bodies:
         m = len(body)
-        add(first)
-        add(_LAST[m] if m < 256 else _LONG_LAST + _U64.pack(m))
-        add(body)
+        parts.append(first)
+        parts.append(_LAST[m] if m < 256 else _LONG_LAST + _U64.pack(m))
+        parts.append(body)
     return b"".join(parts)
 
 
