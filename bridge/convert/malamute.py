@@ -66,10 +66,13 @@ def run(raw_door, new_id, sender, send, messages, i, most, expires_at, created_a
         if not frames or frames[0] != header:
             break
         i += 1
-        out.append(Message(new_id(), subject,
-                           (frames[1],) if len(frames) == 2 else tuple(frames[1:]), None,
-                           sender, ORIGIN, tracker, False, expires_at, created_at, raw,
-                           raw_door))
+        if len(frames) == 2:             # one content frame: its size given, not summed
+            body = frames[1]
+            out.append(Message(new_id(), subject, (body,), None, sender, ORIGIN, tracker,
+                               False, expires_at, created_at, raw, raw_door, len(body)))
+        else:
+            out.append(Message(new_id(), subject, tuple(frames[1:]), None, sender, ORIGIN,
+                               tracker, False, expires_at, created_at, raw, raw_door))
     return i, out
 
 
