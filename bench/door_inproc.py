@@ -139,7 +139,7 @@ class FakeRouter:
         pass
 
     def link(self, rid):
-        """A peer's connection (ZmtpConnection's send and offer)."""
+        """A peer's connection (ZmtpConnection's send, offer and send_run)."""
         router = self
 
         class Link:
@@ -148,6 +148,10 @@ class FakeRouter:
 
             def offer(self, frames):
                 return router.send(rid, frames)
+
+            def send_run(self, data, count):
+                router.sent += count
+                return True
         return Link()
 
 

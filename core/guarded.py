@@ -35,6 +35,10 @@ class GuardedQueue(Queue):
         check_put(self.name, message, publisher)
         return Queue.put_message(self, message, observer, publisher)
 
+    def hand_run(self, messages):
+        """Never at once: every put is checked (put_run puts them one by one)."""
+        return 0
+
 
 def _count(consumer, delta):
     """Keep the client's unsettled count; hold its consumers back at max_unacked."""
@@ -104,3 +108,7 @@ class GuardedMailbox(Mailbox):
                 principal.check(PUBLISH, MAILBOX, self.name)
                 principal.check_size(message)
         return super().send(message, sender)
+
+    def hand_run(self, messages):
+        """Never at once: every send is checked (the door sends them one by one)."""
+        return 0

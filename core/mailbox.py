@@ -40,6 +40,7 @@ class Mailbox:
         self.limit_bytes = limit_bytes
         self.owner = None
         self.deliver = None         # deliver(mailbox, message) while attached
+        self.deliver_run = None     # deliver_run(mailbox, messages), if the owner's door has it
         self.stored = deque()
         self.bytes = 0
         self.delivered = self.dropped = self.expired = 0
@@ -150,6 +151,18 @@ class Mailbox:
             self.flush()
         return STORED
 
+    def hand_run(self, messages):
+        """send() for each of `messages` when all are delivered at once: to a live, unpaused
+        owner with nothing stored, whose door takes runs (`deliver_run`, all or none).
+        Returns how many (all), or 0 with nothing changed: then send them one by one.
+        Never raises; a durable mailbox journals each, so it takes none."""
+        owner, run = self.owner, self.deliver_run
+        if (run is None or owner.paused or self.stored or self.journal is not None
+                or not run(self, messages)):
+            return 0
+        self.delivered += len(messages)
+        return len(messages)
+
     def _hand(self, message, entry):
         """Deliver a journaled message; it is settled unless the door gave it back."""
         owner = self.owner
@@ -176,21 +189,22 @@ class Mailbox:
                     principal is not None and principal.same_user(current.principal)):
                 raise Taken(self.name, current)
 
-    def attach(self, owner, deliver, assigned=False):
+    def attach(self, owner, deliver, assigned=False, deliver_run=None):
         """A client takes the address (taking over a previous owner of its door and user:
-        claim) and gets its mail."""
+        claim) and gets its mail; `deliver_run` takes a run of it at once (hand_run)."""
         self.claim(owner, assigned)
         if self.owner is not None and self.owner is not owner:
             self.owner.mailbox = None
         self.owner = owner
         self.deliver = deliver
+        self.deliver_run = deliver_run
         owner.mailbox = self
         self.flush()
 
     def detach(self, owner):
         if self.owner is owner:
             self.owner = None
-            self.deliver = None
+            self.deliver = self.deliver_run = None
             owner.mailbox = None
 
     def flush(self):

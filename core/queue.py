@@ -257,12 +257,20 @@ class Queue:
         """put_message for each of `messages` in order, without observers; returns how many
         the queue took. The mode's run shortcut may hand them over at once (a lone consumer
         that takes runs); tests hold it equal to the puts one by one."""
+        if self.hand_run(messages):
+            return len(messages)
+        put = self.put_message
+        return sum([put(message, None, publisher) for message in messages])
+
+    def hand_run(self, messages):
+        """put_run's shortcut alone: all of `messages` handed over at once (their count), or
+        0 with nothing changed. Never raises: a door that must know which put of a run
+        failed (a guarded queue's Denied) tries this, then puts one by one."""
         run = self._run_shortcut
         if (run is not None and not self.entries and not self.priority
                 and not self.dispatching and run(self, messages)):
             return len(messages)
-        put = self.put_message
-        return sum([put(message, None, publisher) for message in messages])
+        return 0
 
     # What a stream hands on: its publisher's permission was checked at the stream, so
     # this put is never checked again (a guarded queue checks put_message: core.guarded).

@@ -43,10 +43,37 @@ def _fits(message):
 def message(raw_door, id, sender, subject, tracker, content, raw, expires_at,
             created_at=0.0):
     """A Malamute SEND as a core Message; `raw` is its DELIVER header, for the kind of
-    DELIVER `raw_door` names, `created_at` the time of the read it came in. The one place
-    the door's messages are built: positionally, as the hot path needs (see core.message)."""
+    DELIVER `raw_door` names, `created_at` the time of the read it came in. With `run`, the
+    only place the door's messages are built: positionally, as the hot path needs (see
+    core.message)."""
     return Message(id, subject, content, None, sender, ORIGIN, tracker, False, expires_at,
                    created_at, raw, raw_door)
+
+
+def run(raw_door, new_id, sender, send, messages, i, most, expires_at, created_at):
+    """`message` for messages[i] and the SENDs after it with the same header as `send` (a
+    protocols.malamute.session.Send), at most `most` of them: the index after them and
+    their Messages, `new_id()` giving each its id. One call for a lone SEND (a round
+    trip's hop) as for a run; a loop, not a comprehension, which would make a function and
+    a cell per name it uses on every call."""
+    header, subject, tracker, raw = send.header, send.subject, send.tracker, send.deliver
+    count = len(messages)
+    if count > i + most:
+        count = i + most
+    out = []
+    while i < count:
+        frames = messages[i]
+        if not frames or frames[0] != header:
+            break
+        i += 1
+        if len(frames) == 2:             # one content frame: its size given, not summed
+            body = frames[1]
+            out.append(Message(new_id(), subject, (body,), None, sender, ORIGIN, tracker,
+                               False, expires_at, created_at, raw, raw_door, len(body)))
+        else:
+            out.append(Message(new_id(), subject, tuple(frames[1:]), None, sender, ORIGIN,
+                               tracker, False, expires_at, created_at, raw, raw_door))
+    return i, out
 
 
 # -- core Message -> DELIVER frames --------------------------------------------------------

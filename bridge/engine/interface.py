@@ -5,9 +5,9 @@ publish with an optional confirmation; consume with credit; settle; subscribe to
 lifecycle events) are what every engine must offer, and what tests/engine/ holds each
 engine to. The model they hand back (queues, consumers, channels, mailboxes, streams) is
 the core's today; a door also reads it (a queue's length, a channel's members) and its hot
-paths call a queue's public methods directly (`put_message`, `refusal`, `pull`). A cluster
-engine gives doors objects with those same public methods, standing for its remote
-queues.
+paths call a queue's public methods directly (`put_message`, `hand_run`, `refusal`,
+`pull`). A cluster engine gives doors objects with those same public methods, standing for
+its remote queues.
 """
 from zope.interface import Attribute, Interface
 

@@ -14,8 +14,10 @@ never the sender's request or the other readers and workers. The mail goes back 
 mailbox and the request to its queue, as when the peer vanished.
 """
 from mqksbridge.bridge.convert import Unrepresentable, dropped
-from mqksbridge.bridge.convert.malamute import mailbox_frames, service_frames, stream_frames
+from mqksbridge.bridge.convert.malamute import (ORIGIN, RAW_MAILBOX, RAW_SERVICE,
+                                                mailbox_frames, service_frames, stream_frames)
 from mqksbridge.bridge.traffic import Traffic
+from mqksbridge.protocols.zmtp.codec import pairs
 
 
 class Unreachable:
@@ -27,6 +29,10 @@ class Unreachable:
 
     @staticmethod
     def offer(frames):
+        return False
+
+    @staticmethod
+    def send_run(data, count):
         return False
 
 
@@ -52,7 +58,8 @@ class Peer:
         self.traffic = Traffic("malamute", address, None, None, None, 0.0)  # the door sets
         # the connection's own once the session is attached to it (admin counters)
         self.link = UNREACHABLE       # the door sets its connection: send(frames) -> False
-        # once it is gone, offer(frames) -> None while it is busy (ZmtpConnection)
+        # once it is gone, offer(frames) -> None while it is busy, send_run(data, count)
+        # (ZmtpConnection)
 
     # -- delivery callbacks handed to the core --------------------------------------------
     # Every copy passes here: the traffic count (Traffic.delivered) and the conversion's
@@ -118,3 +125,40 @@ class Peer:
         except Exception:
             self.door._failed(self, ("service delivery", queue.name))
             queue.returned(consumer, entry)
+
+    def service_run(self, consumer, messages):
+        """service() for a run of first deliveries (Consumer.deliver_run): `_send_run`."""
+        return self._send_run(messages, RAW_SERVICE)
+
+    def mailbox_run(self, mailbox, messages):
+        """mailbox() for a run of mail (Mailbox.hand_run): `_send_run`."""
+        return self._send_run(messages, RAW_MAILBOX)
+
+    def _send_run(self, messages, raw_door):
+        """A run as one write: True when it took them all; False, taking none, unless they
+        are one SEND header's single-frame messages (`raw_door`'s) and the connection takes
+        them under its mark (one by one, the client is paused where it should be). A
+        failure here is left to the one-by-one path."""
+        first = messages[0]
+        head = first.raw
+        try:
+            if self.gone or first.raw_door != raw_door or first.origin != ORIGIN:
+                return False
+            bodies = []
+            for message in messages:        # a loop: a comprehension would make a closure
+                frames = message.frames
+                if message.raw is not head or len(frames) != 1:
+                    return False
+                bodies.append(frames[0])
+            if not self.link.send_run(pairs(head, bodies), len(bodies)):
+                return False
+        except Exception:
+            return False
+        traffic = self.traffic           # each count with low bits clear is timed, as one by one
+        out = traffic.out
+        before = out[ORIGIN]
+        out[ORIGIN] = last = before + len(messages)
+        step = traffic.mask + 1
+        for n in range((before // step + 1) * step, last + 1, step):
+            traffic.sampled(messages[n - before - 1])
+        return True

@@ -14,7 +14,8 @@ transport is full its output collects there; past the Outbox's mark the peer's G
 the core client attached to it, so queued work waits in the core. `busy(rid)` tells a
 sender of droppable traffic (stream copies) that `high_water` messages went out since the
 transport filled up, the bound libzmq's SNDHWM gave. A session's deliveries go by its
-connection (`link(rid)`: `send`, and `offer` for droppable traffic), with no lookup.
+connection (`link(rid)`: `send`, `send_run` for a run encoded at once, and `offer` for
+droppable traffic), with no lookup.
 
 An endpoint can serve CURVE (`CurveEndpoint`, RFC 26): its connections share the ROUTER's
 routing ids, and a SealingOutbox encrypts what they are sent once their handshake is done.
@@ -119,6 +120,21 @@ class ZmtpConnection(protocol.Protocol):
             gate.backlog += 1
         outbox.write(codec.pair(frames[0], frames[1]) if len(frames) == 2
                      else codec.message(frames))
+        return True
+
+    def send_run(self, data, count):
+        """`send` for `count` messages encoded as one (codec.pairs): False, and nothing
+        queued, when the output is closed or `data` would take it past its mark (then one
+        `send` at a time pauses the peer's client where it should)."""
+        outbox = self.outbox
+        if outbox.closed or outbox.pending + len(data) > outbox.high_water:
+            return False
+        if outbox.transport_paused:
+            gate = self.gate
+            if gate.fill != outbox.pauses:
+                gate.fill, gate.backlog = outbox.pauses, 0
+            gate.backlog += count
+        outbox.write(data)
         return True
 
     def busy(self):

@@ -127,6 +127,21 @@ def pair(head, body):
                      _LAST[m] if m < 256 else _LONG_LAST + _U64.pack(m), body))
 
 
+def pairs(head, bodies):
+    """`pair(head, body)` for each of `bodies`, joined: a run of messages with one header
+    frame (the DELIVERs of a run of SENDs) in one pass, the header's bytes made once
+    (tests hold it equal)."""
+    n = len(head)
+    first = (_NEXT[n] if n < 256 else _LONG_MORE + _U64.pack(n)) + head
+    parts = []
+    for body in bodies:
+        m = len(body)
+        parts.append(first)
+        parts.append(_LAST[m] if m < 256 else _LONG_LAST + _U64.pack(m))
+        parts.append(body)
+    return b"".join(parts)
+
+
 def command(name, data=b""):
     return frame(bytes((len(name),)) + name + data, COMMAND)
 
@@ -291,7 +306,8 @@ class Connection:
         """Parse whole frames from `src[pos:]` into `out`; return the first unused offset.
 
         Short traffic frames (flags 0 or 1: nearly every frame) take the first branch, a
-        short two-frame message (a Malamute command and its body) in one step; long frames
+        short two-frame message (a Malamute command and its body) in one step, and the ones
+        that follow it in an inner loop (a burst's messages: fewer checks each); long frames
         and commands the general one. A message may have at most `max_frames` frames and
         cost at most `max_message` bytes, each frame its body plus FRAME_COST.
         """
@@ -306,12 +322,20 @@ class Connection:
             if flags < 2 and traffic:
                 n = src[pos + 1]
                 stop = pos + 2 + n
-                if flags and not parts and stop + 2 <= end and not src[stop]:
-                    m = src[stop + 1]            # a short last frame follows: the common
-                    last = stop + 2 + m          # two-frame message, in one step
-                    if last <= end and n + m <= pair:
+                if flags and not parts:          # the common two-frame messages, a step
+                    while stop + 2 <= end and not src[stop]:     # each while they follow
+                        m = src[stop + 1]        # one another: a short last frame follows
+                        last = stop + 2 + m
+                        if last > end or n + m > pair:
+                            break
                         out.append([src[pos + 2:stop], src[stop + 2:last]])
                         pos = last
+                        if end - pos < 2 or src[pos] != 1:
+                            n = -1               # the next frame is not of this shape
+                            break
+                        n = src[pos + 1]
+                        stop = pos + 2 + n
+                    if n < 0:
                         continue
                 if stop > end:
                     need = stop - pos

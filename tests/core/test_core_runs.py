@@ -1,10 +1,11 @@
-"""Property: a run of messages of one subject published as one (Stream.publish_run,
-Queue.put_run, the round-robin run shortcut and a consumer's deliver_run) ends exactly as
-publishing them one by one with Stream.publish, and a run of acks (Consumer.ack_run) as
-acking them one by one: which client got which message, in which
+"""Property: a run of messages of one subject published as one (Stream.publish_run), or of
+mixed subjects put as one (Queue.put_run), through the round-robin run shortcuts and a
+consumer's deliver_run, ends exactly as publishing (putting) them one by one, and a run of
+acks (Consumer.ack_run) as acking them one by one: which client got which message, in which
 order, with which retry count, and what every queue, consumer, stream and flow counter says
-after each step. Bindings, readers, modes, limits, pauses, credit, manual acks and consumers
-that take runs, refuse long ones or take none are drawn at random."""
+after each step. Bindings, readers, modes, limits, pauses, credit, manual acks, filters
+(the filtered run shortcut) and consumers that take runs, refuse long ones or take none are
+drawn at random."""
 import re
 
 from hypothesis import given, settings, strategies as st
@@ -17,6 +18,7 @@ SUBJECTS = ("a", "b", "c")
 QUEUES = ("q0", "q1", "q2")
 CLIENTS = 2
 READ_A = re.compile("a")
+FILTERS = (None, None, READ_A, re.compile("[ab]"))
 
 
 class World:
@@ -66,9 +68,10 @@ class World:
 
 CHOICES = {
     "publish": (SUBJECTS, range(1, 7), range(3)),
+    "put": (range(len(QUEUES)), (("a",), ("a", "b"), ("b", "a", "c")), range(1, 7)),
     "bind": (range(len(QUEUES)), range(8)),
     "join": (range(len(QUEUES)), range(CLIENTS), (False, True), (None, None, None, 1, 3),
-             ("runs", "runs", "short", None)),
+             ("runs", "runs", "short", None), FILTERS),
     "leave": (range(8),),
     "pause": (range(CLIENTS),),
     "credit": (range(8), range(1, 4)),
@@ -80,8 +83,8 @@ CHOICES = {
     "delete": (range(len(QUEUES)),),
     "tick": ((1.0, 6.0),),
 }
-KINDS = (["publish"] * 5 + ["bind"] * 2 + ["join"] * 2 + ["pause"] * 2 + ["settle"] * 2
-         + ["leave", "credit", "reshape", "reader", "delete", "tick"])
+KINDS = (["publish"] * 5 + ["put"] * 2 + ["bind"] * 2 + ["join"] * 2 + ["pause"] * 2
+         + ["settle"] * 2 + ["leave", "credit", "reshape", "reader", "delete", "tick"])
 
 
 def operation(kind, seed):
@@ -109,17 +112,31 @@ def run(w, operation):
         else:
             copies = sum(w.stream.publish(m, w.publisher) for m in messages)
         w.log.append(("copies", copies))
+    elif kind == "put":                      # Queue.put_run itself, subjects mixed
+        index, subjects, count = args
+        queue = w.broker.queues.get(QUEUES[index])
+        if queue is None:
+            return
+        messages = []
+        for k in range(count):
+            w.n += 1
+            messages.append(Message(str(w.n), subjects[k % len(subjects)], (b"x",)))
+        if w.runs:
+            w.log.append(("put", queue.put_run(messages, w.publisher)))
+        else:
+            w.log.append(("put", sum(queue.put_message(m, None, w.publisher)
+                                     for m in messages)))
     elif kind == "bind":
         index, mask = args
         w.stream.set_bindings(QUEUES[index], [s for k, s in enumerate(SUBJECTS)
                                               if mask >> k & 1])
         w.stream.queues_changed()
     elif kind == "join":
-        index, client, manual, credit, runs = args
+        index, client, manual, credit, runs, pattern = args
         queue = w.broker.queue(QUEUES[index], ack_timeout=5.0)
         c = Consumer(f"c{len(w.consumers)}", w.clients[client], w.deliver,
                      manual_ack=manual, credit=credit, tag=runs,
-                     deliver_run=w.deliver_run if runs else None)
+                     deliver_run=w.deliver_run if runs else None, filter=pattern)
         w.consumers.append(c)
         w.broker.add_consumer(queue, c)
         w.stream.queues_changed()
@@ -167,10 +184,13 @@ def run(w, operation):
 
 
 # Starting points: queues bound to one subject, consumed by one client or by both.
-SETUPS = ([], [("bind", 0, 1), ("bind", 1, 1), ("join", 0, 0, False, None, "runs"),
-               ("join", 1, 1, True, None, "runs")],
-          [("bind", 0, 3), ("bind", 1, 1), ("bind", 2, 1), ("join", 0, 0, False, None, "runs"),
-           ("join", 1, 1, False, None, "short"), ("join", 2, 0, False, None, "runs")])
+SETUPS = ([], [("bind", 0, 1), ("bind", 1, 1), ("join", 0, 0, False, None, "runs", None),
+               ("join", 1, 1, True, None, "runs", None)],
+          [("bind", 0, 3), ("bind", 1, 1), ("bind", 2, 1),
+           ("join", 0, 0, False, None, "runs", None), ("join", 1, 1, False, None, "short", None),
+           ("join", 2, 0, False, None, "runs", None)],
+          [("bind", 0, 3), ("bind", 1, 3), ("join", 0, 0, False, None, "runs", READ_A),
+           ("join", 1, 1, True, None, "runs", FILTERS[3])])
 
 
 @settings(max_examples=600, deadline=None)
@@ -210,3 +230,81 @@ def test_a_fan_out_run_goes_queue_by_queue():
             deliver_run=lambda c, ms: calls.append((c.id, len(ms))) or True))
     w.stream.publish_run([Message(str(i), "a", (b"x",)) for i in range(5)], w.publisher)
     assert calls == [("c0", 5), ("c1", 5)]
+
+
+def test_a_filtered_run_is_handed_over_whole():
+    """A lone filtered consumer (a Malamute worker) matching the run's subject gets it in
+    one deliver_run call (one search per subject); one it does not match gets none."""
+    w = World(True, None)
+    calls = []
+    queue = w.broker.queue("q0")
+    w.stream.set_bindings("q0", ["a", "b"])
+    c = Consumer("c", w.clients[0], w.deliver, filter=READ_A,
+                 deliver_run=lambda c, ms: calls.append(len(ms)) or True)
+    w.broker.add_consumer(queue, c)
+    w.stream.publish_run([Message(str(i), "a", (b"x",)) for i in range(5)], w.publisher)
+    w.stream.publish_run([Message(str(i), "b", (b"x",)) for i in range(5, 8)], w.publisher)
+    assert calls == [5] and queue.delivered == c.delivered == 5 and len(queue) == 3
+
+
+class Mail:
+    """One broker's mailbox and its owner; what the owner got, logged."""
+
+    def __init__(self, runs, limit):
+        self.runs = runs                  # hand_run first (the door's way) or send one by one
+        self.box = Broker(FakeClock()).mailbox("box")
+        self.box.limit_bytes = limit
+        self.owner = Client("owner", "t")
+        self.got, self.log, self.n, self.tag = [], [], 0, None
+
+    def deliver(self, box, message):
+        self.got.append(message.id)
+
+    def deliver_run(self, box, messages):
+        """Takes a run whole, unless the owner was attached as "short" and it is long."""
+        if self.tag == "short" and len(messages) > 2:
+            return False
+        self.got.extend(m.id for m in messages)
+        return True
+
+    def apply(self, operation):
+        kind, count, tag = operation
+        box = self.box
+        if kind == "send":
+            messages = []
+            for _ in range(count):
+                self.n += 1
+                messages.append(Message(str(self.n), "s", (b"x" * 3,)))
+            if self.runs and box.hand_run(messages):
+                self.log.append(["delivered"] * count)
+            else:
+                self.log.append([box.send(m) for m in messages])
+        elif kind == "pause":
+            self.owner.resume() if self.owner.paused else self.owner.pause()
+        elif kind == "attach":
+            self.tag = tag
+            box.attach(self.owner, self.deliver,
+                       deliver_run=self.deliver_run if tag is not None else None)
+        else:
+            box.detach(self.owner)
+
+    def state(self):
+        box = self.box
+        return (self.got, self.log, box.delivered, box.dropped, box.bytes,
+                [m.id for m in box.stored])
+
+
+MAIL = st.tuples(st.sampled_from(["send"] * 4 + ["pause", "pause", "attach", "detach"]),
+                 st.integers(1, 5), st.sampled_from(["runs", "runs", "short", None]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(limit=st.sampled_from([None, 20]), operations=st.lists(MAIL, min_size=5, max_size=40))
+def test_mailbox_hand_run_is_send_one_by_one(limit, operations):
+    """Mailbox.hand_run (a run of mail to a live owner whose door takes runs, at once) ends
+    as sending each: what the owner got, in order, and what the mailbox holds and counts."""
+    fast, plain = Mail(True, limit), Mail(False, limit)
+    for step, operation in enumerate([("attach", 1, "runs")] + operations):
+        for world in (fast, plain):
+            world.apply(operation)
+        assert fast.state() == plain.state(), (step, operation)

@@ -401,6 +401,12 @@ def test_pair_equals_schema(head, body):
     assert codec.message([head, body]) == codec.pair(head, body)
 
 
+@given(BODY, st.lists(BODY, max_size=5))
+def test_pairs_equals_pair_each(head, bodies):
+    """A run's encoding at once is each message's `pair`, joined."""
+    assert codec.pairs(head, bodies) == b"".join(codec.pair(head, body) for body in bodies)
+
+
 @given(NAME, st.binary(max_size=300))
 def test_command_equals_schema(name, data):
     encoded = codec.command(name, data)

@@ -188,6 +188,10 @@ class RemoteMailbox(Mailbox):
             return DROPPED
         return DELIVERED if self.owner is not None else STORED
 
+    def hand_run(self, messages):
+        """Never at once: every send is published (the door sends them one by one)."""
+        return 0
+
     @defer.inlineCallbacks
     def _consume(self):
         """The live owner's consumer, on a channel of its own (closing it hands back what
@@ -255,8 +259,9 @@ class RemoteMailbox(Mailbox):
         self.bytes = 0
 
     # -- owners ---------------------------------------------------------------------------
-    def attach(self, owner, deliver, assigned=False):
-        """The core's claim rule against local and remote owners; the fleet hears of it."""
+    def attach(self, owner, deliver, assigned=False, deliver_run=None):
+        """The core's claim rule against local and remote owners; the fleet hears of it.
+        Mail comes from RabbitMQ one message at a time: `deliver_run` is not used."""
         self.claim(owner, assigned)
         previous = self.owner
         if previous is not None and previous is not owner:

@@ -1,8 +1,8 @@
 """A queue of the cluster, as the doors see a core queue.
 
 RemoteQueue stands for one quorum queue: a door calls the public methods it calls on a
-core queue (`put_message`, `refusal`, `len`, `lengths`, `mode`, `consumers`, `attrs`),
-and core consumers attach to it as they do to a core queue. What it holds lives in
+core queue (`put_message`, `hand_run`, `refusal`, `len`, `lengths`, `mode`, `consumers`,
+`attrs`), and core consumers attach to it as they do to a core queue. What it holds lives in
 RabbitMQ; its length is the ready count RabbitMQ last reported (`RabbitMQEngine.refresh`:
 a periodic sweep, and on demand). Each consumer is a basic.consume on a channel of its own
 (Subscription), so one consumer's channel error never stops another's deliveries and
@@ -140,6 +140,10 @@ class RemoteQueue:
         if self.broker.guarded:
             check_put(self.name, message, publisher)
         return self.broker.publish(self, message, publisher, observer)
+
+    def hand_run(self, messages):
+        """A run goes one put at a time here (the core's run shortcut: none)."""
+        return 0
 
     def put_routed(self, message, observer=None, publisher=None):
         """A stream's routing: checked at the stream, not again here (as in the core)."""
