@@ -51,7 +51,11 @@ class BrokerCollector:
                                           "confirm latency: the ratio of the two rates)",
                                           labels=[])
             seconds.add_metric([], broker.confirm_seconds)
-            yield from (confirms, seconds)
+            resent = CounterMetricFamily("mqksbridge_engine_resent",
+                                         "Nacked publishes sent again (a queue starting, "
+                                         "electing a leader or full)", labels=[])
+            resent.add_metric([], broker.resends.resent)
+            yield from (confirms, seconds, resent)
 
         door_families = {
             "connections": GaugeMetricFamily("mqksbridge_door_connections",

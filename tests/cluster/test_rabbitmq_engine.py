@@ -25,6 +25,7 @@ from mqksbridge.bridge.clock import ReactorClock
 from mqksbridge.bridge.cluster.local import free_ports
 from mqksbridge.bridge.engine import Client, Consumer, Message
 from mqksbridge.bridge.engine.rabbitmq import RabbitMQEngine
+from mqksbridge.bridge.engine.rabbitmq.resend import DELAYS
 from mqksbridge.core.permissions import Denied, OverLimit, Principal, Rules
 from tests.support.waits import until
 
@@ -349,5 +350,49 @@ async def test_a_message_amqp_cannot_carry_is_refused_and_never_holds_the_others
         assert len(jobs) == 2
     finally:
         engine.delete_queue("jobs")
+        await idle(engine)
+        await engine.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_nacked_publish_is_sent_again_and_taken_once_the_queue_can(rabbitmq_node):
+    """RabbitMQ nacks a publish a quorum queue cannot take yet (one another gateway is
+    still creating, one electing a leader) as it nacks one a full queue rejects: the
+    engine sends it again (resend.DELAYS) before it counts as refused. Here the queue is
+    full; once RabbitMQ nacked the publish the test takes a message out, and the publish
+    is then taken and confirmed, not refused. A publish to a queue that stays full is
+    refused after the last resend."""
+    engine = RabbitMQEngine(ReactorClock(task.Clock()), rabbitmq_node.urls(), node="g",
+                            prefix=f"resend-{uuid.uuid4().hex[:8]}.", replicas=1,
+                            reactor=reactor)
+    await engine.ready().addTimeout(TIMEOUT, reactor)
+    plain = await threads.deferToThread(
+        lambda: pika.BlockingConnection(pika.URLParameters(rabbitmq_node.urls()[0])).channel())
+    try:
+        jobs = engine.queue("jobs", max_messages=2)
+        verdicts = await defer.gatherResults([
+            engine.publish(jobs, Message(f"m{n}", "s", (b"x",)), confirm=True)
+            for n in range(2)])
+        assert verdicts == [True, True]
+        verdict = engine.publish(jobs, Message("late", "s", (b"x",)), confirm=True)
+        await until(lambda: engine.resends.tries, TIMEOUT, "RabbitMQ's nack")
+        for _ in range(2):           # below its limit again (RabbitMQ's low watermark)
+            taken = await threads.deferToThread(plain.basic_get, jobs.amqp_name, auto_ack=True)
+            assert taken[2] == b"x"
+        assert await verdict.addTimeout(TIMEOUT, reactor) is True
+        assert engine.resends.resent >= 1 and not engine.resends.tries
+
+        full = engine.queue("full", max_messages=1)
+        for n in range(10):          # until RabbitMQ tells the channel the queue is full
+            resent = engine.resends.resent
+            if not await engine.publish(full, Message(f"f{n}", "s", (b"x",)), confirm=True):
+                break
+        else:
+            raise AssertionError("the full queue took every publish")
+        assert engine.resends.resent - resent == len(DELAYS) and not engine.resends.tries
+    finally:
+        await threads.deferToThread(plain.connection.close)
+        for name in ("jobs", "full"):
+            engine.delete_queue(name)
         await idle(engine)
         await engine.stop()

@@ -9,10 +9,12 @@ earlier one, so confirmations come out in publish order whatever order RabbitMQ 
 and a door's batched barrier works unchanged. A publish RabbitMQ refuses (nack: a full
 queue that rejects publishes; an unroutable return) is confirmed False and marked
 refused on the barrier (core.storage LateBarrier) before it passes, so a door answers it as
-a refusal. A publish RabbitMQ has not answered when the connection goes, or made
-while there is none, is held and sent on the next connection (at least once: the first
-copy may have got in; the message id tells them apart), so the barrier never passes a
-publish RabbitMQ did not take: a door's confirmation is RabbitMQ's publisher confirm.
+a refusal; a nacked publish to one queue only after it was sent again a few times
+(bridge.engine.rabbitmq.resend: a queue still starting nacks too). A publish RabbitMQ has
+not answered when the connection goes, or made while there is none, is held and sent on
+the next connection (at least once: the first copy may have got in; the message id tells
+them apart), so the barrier never passes a publish RabbitMQ did not take: a door's
+confirmation is RabbitMQ's publisher confirm.
 """
 from functools import partial
 
@@ -32,6 +34,7 @@ from mqksbridge.bridge.engine.rabbitmq.mailbox import (
     GuardedRemoteMailbox, Mailboxes, Owners, RemoteMailbox)
 from mqksbridge.bridge.engine.rabbitmq.queue import RemoteQueue
 from mqksbridge.bridge.engine.rabbitmq.readers import Tap, mark
+from mqksbridge.bridge.engine.rabbitmq.resend import Resends
 from mqksbridge.bridge.engine.rabbitmq.stream import RemoteStream
 from mqksbridge.core.broker import Broker
 from mqksbridge.core.storage import LateBarrier
@@ -75,6 +78,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         self._binds = {}               # queue name -> [(stream, subject, True)] until declared
         self._settling = {}            # stream name -> Deferreds of binds in flight
         self._drops = set()            # publish numbers a return drops (broadcast)
+        self.resends = Resends(reactor, self._resend)   # nacked, to be sent again
         self.modes = modes.ModeLog(self, urls)   # the fleet's mode of each queue
         self.placing = None            # during answer_in_place: its consumers' Deferreds
         self.confirms = 0              # publishes RabbitMQ answered (/metrics)
@@ -169,6 +173,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
 
     def stop(self):
         """Close the connections; a Deferred fired once closed."""
+        self.resends.stop()
         return defer.gatherResults([self.connection.stop(), self.modes.stop()])
 
     # -- the fleet: mailboxes, owners and lifecycle events across gateways ----------------
@@ -482,6 +487,7 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
     def _answered(self, _, number, sent, ok=True):
         self._flying.pop(number, None)
         self._drops.discard(number)
+        self.resends.answered(number)
         self.confirms += 1
         self.confirm_seconds += self.reactor.seconds() - sent
         self._confirmed(number, ok)
@@ -492,6 +498,11 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
         if failure.check(pika.exceptions.UnroutableError) and number in self._drops:
             self.acks.refused(number, "no-consumers")      # broadcast: nobody took it
             return self._answered(None, number, sent, True)
+        if failure.check(pika.exceptions.NackError):
+            publish = self._flying.get(number)
+            if publish is not None and publish[0] == "" and self.resends.take(number, publish):
+                del self._flying[number]         # to one queue: sent again (resend)
+                return None
         if failure.check(*_REFUSALS):
             return self._answered(None, number, sent, False)
         publish = self._flying.pop(number, None)
@@ -509,12 +520,15 @@ class RabbitMQEngine(ConsumerVerbs, Broker):
 
         def send(_=None):
             for number in sorted(held):
-                exchange, key, properties, body, mandatory = held[number]
-                self._send_to(exchange, key, number, properties, body, mandatory)
+                self._resend(number, held[number])
         if flight:
             defer.DeferredList(flight).addCallback(send)
         else:
             send()
+
+    def _resend(self, number, publish):
+        exchange, key, properties, body, mandatory = publish
+        self._send_to(exchange, key, number, properties, body, mandatory)
 
     def _full(self):
         """Whether no more publishes can be held while the connection is down."""
