@@ -10,6 +10,9 @@ The load roles are their own processes over real sockets (bench.mqks_load,
 bench.malamute_load; every Malamute peer is a pyzmq DEALER).
 Per scenario: throughput, the broker's CPU-us per message from /proc (the figure a busy
 machine moves least), p50/p99 where the scenario times messages, and the load average.
+Each round also measures what no broker gets under on this host: `floor` (a relay that
+does nothing, under the latency rows) and, with the round trip, `rtt_floor` (its peers
+through a splice) and `zmq_floor` (through a libzmq ROUTER that only passes messages on).
 
 --baseline is another checkout (its `.venv/bin/twistd` is used) or a venv (`bin/twistd`).
 --profile then runs each scenario once more with py-spy sampling the broker (no code
@@ -172,14 +175,130 @@ def floor(n=10_000, rate=2000):
     return found
 
 
+def _pinned_fork():
+    """fork(); the child pinned where the broker runs."""
+    pid = os.fork()
+    if pid == 0:
+        cpus = _cpus("server")
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)
+    return pid
+
+
+def _round_trips(a, b, relay, n):
+    """`malamute_load.rtt`'s loop on two pyzmq DEALERs through `relay` (a pid): 100 round
+    trips to warm up, then `n` timed; p50/p99 us and the relay's CPU-us per hop."""
+    from mqksbridge.protocols.malamute import codec
+    ping = codec.encode(codec.MailboxSend("rtt-b", "ping", "", 0, (b"x",)))
+    pong = codec.encode(codec.MailboxSend("rtt-a", "pong", "", 0, (b"x",)))
+    samples = []
+    for i in range(100 + n):
+        if i == 100:
+            cpu0 = cpu_ns(relay)
+        t0 = time.perf_counter_ns()
+        a.send_multipart(ping)
+        b.recv_multipart()
+        b.send_multipart(pong)
+        a.recv_multipart()
+        if i >= 100:
+            samples.append(time.perf_counter_ns() - t0)
+    cpu = cpu_ns(relay) - cpu0
+    samples.sort()
+    return {"p50_us": samples[n // 2] / 1e3, "p99_us": samples[int(n * 0.99)] / 1e3,
+            "relay_cpu_us_per_hop": cpu / 1e3 / (2 * n)}
+
+
+def rtt_floor(n=3_000):
+    """This host's floor under the round trip: the malamute-rtt scenario's two pyzmq
+    DEALERs and timing through a relay that splices their TCP connections (each hop one
+    epoll_wait, one recv, one send, as the broker's): ZMTP end to end, nothing parsed, so
+    it shows the wake-ups of the relay and of the clients' I/O threads, under any broker."""
+    import select
+
+    import zmq
+    listener = socket.create_server(("127.0.0.1", 0))
+    relay = _pinned_fork()
+    if relay == 0:
+        ends = [listener.accept()[0] for _ in range(2)]
+        own = {end.fileno(): end for end in ends}
+        peer = {ends[0].fileno(): ends[1], ends[1].fileno(): ends[0]}
+        poll = select.epoll()
+        for end in ends:
+            end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            poll.register(end.fileno(), select.EPOLLIN)
+        while True:
+            for fd, _ in poll.poll():
+                data = own[fd].recv(65536)
+                if not data:
+                    os._exit(0)
+                peer[fd].sendall(data)
+    port = listener.getsockname()[1]
+    listener.close()
+    context = zmq.Context()
+    a, b = (context.socket(zmq.DEALER) for _ in range(2))
+    for end in (a, b):
+        end.connect(f"tcp://127.0.0.1:{port}")
+    found = _round_trips(a, b, relay, n)
+    a.close(linger=0)
+    b.close(linger=0)
+    context.term()
+    os.waitpid(relay, 0)
+    return found
+
+
+def zmq_floor(n=3_000):
+    """What a libzmq broker's I/O path costs here under the round trip: the same peers
+    and timing through a pyzmq ROUTER that hands each message to the other peer and does
+    nothing else. A broker built on libzmq, as the original Malamute is, takes every
+    message through libzmq's I/O thread as this relay does."""
+    import zmq
+    port = free_port()
+    ready_r, ready_w = os.pipe()
+    relay = _pinned_fork()
+    if relay == 0:
+        router = zmq.Context().socket(zmq.ROUTER)
+        router.bind(f"tcp://127.0.0.1:{port}")
+        os.write(ready_w, b"x")
+        other = {b"a": b"b", b"b": b"a"}
+        while True:
+            frames = router.recv_multipart(copy=False)
+            if len(frames) == 2 and not frames[1].bytes:      # the cue to end
+                os._exit(0)
+            router.send_multipart([other[frames[0].bytes], *frames[1:]], copy=False)
+    os.read(ready_r, 1)
+    os.close(ready_r)
+    os.close(ready_w)
+    context = zmq.Context()
+    ends = []
+    for name in (b"a", b"b"):
+        end = context.socket(zmq.DEALER)
+        end.setsockopt(zmq.ROUTING_ID, name)
+        end.connect(f"tcp://127.0.0.1:{port}")
+        ends.append(end)
+    a, b = ends
+    found = _round_trips(a, b, relay, n)
+    a.send(b"")
+    a.close(linger=1000)
+    b.close(linger=0)
+    context.term()
+    os.waitpid(relay, 0)
+    return found
+
+
 def measure(trees, names, rounds, scale):
     """{(tree, scenario): [result per round]}, trees alternating who goes first; and
-    the host's floor (`floor`) once a round, as ("host", "floor")."""
+    the host's floors once a round: ("host", "floor") (`floor`), and with the round trip
+    among the scenarios ("host", "rtt floor") (`rtt_floor`)."""
     runs = {}
+    floors = [("floor", floor, "host floor at 2,000/s")]
+    if "malamute-rtt" in names:
+        floors += [("rtt floor", rtt_floor, "round-trip floor"),
+                   ("zmq floor", zmq_floor, "libzmq relay round trip")]
     for r in range(rounds):
-        runs.setdefault(("host", "floor"), []).append(floor())
-        print(f"round {r + 1}     host floor at 2,000/s  " + "  ".join(
-            f"{k} {v:,.1f}" for k, v in runs[("host", "floor")][-1].items()), flush=True)
+        for key, measure_floor, label in floors:
+            runs.setdefault(("host", key), []).append(measure_floor())
+            print(f"round {r + 1}     {label}  " + "  ".join(
+                f"{k} {v:,.1f}" for k, v in runs[("host", key)][-1].items()), flush=True)
         order = list(trees.items())
         for tree, twistd in (order[::-1] if r % 2 else order):
             broker = Broker(twistd)
@@ -354,6 +473,17 @@ def markdown(trees, rows, profiles, meta):
                   "does nothing, pinned as the broker, 2,000 msg/s), medians over the "
                   f"rounds: p50 {meta['floor']['p50_us']:,.0f} us, p99 "
                   f"{meta['floor']['p99_us']:,.0f} us."]
+    for key, what in (("rtt_floor", "Round-trip floor (bench.outside.rtt_floor: the round "
+                                    "trip's two pyzmq peers through a relay that splices "
+                                    "their connections, pinned as the broker)"),
+                      ("zmq_floor", "A libzmq broker's I/O path under the round trip "
+                                    "(bench.outside.zmq_floor: the same peers through a "
+                                    "pyzmq ROUTER that only passes each message on)")):
+        if meta.get(key):
+            f = meta[key]
+            lines += ["", f"{what}, medians over the rounds: p50 {f['p50_us']:,.0f} us, "
+                      f"p99 {f['p99_us']:,.0f} us, the relay's CPU "
+                      f"{f['relay_cpu_us_per_hop']:.1f} us per hop."]
     if profiles:
         lines += ["", "Where the broker's CPU-us per message go (py-spy, own tree):", "",
                   "| scenario | " + " | ".join(ORDER) + " | total |",
@@ -387,8 +517,11 @@ def main():
             "cpus": os.cpu_count(), "load_before": round(os.getloadavg()[0], 2),
             "rounds": args.rounds, "scale": args.scale, "trees": trees}
     runs = measure(trees, names, args.rounds, args.scale)
-    floors = runs.pop(("host", "floor"))
-    meta["floor"] = {k: round(statistics.median(f[k] for f in floors), 1) for k in floors[0]}
+    for key in ("floor", "rtt floor", "zmq floor"):
+        floors = runs.pop(("host", key), None)
+        if floors:
+            meta[key.replace(" ", "_")] = {k: round(statistics.median(f[k] for f in floors), 1)
+                                           for k in floors[0]}
     rows = summary(trees, names, runs)
     profiles = profile(trees["new"], names, args.scale) if args.profile else {}
     meta["load_after"] = round(os.getloadavg()[0], 2)
