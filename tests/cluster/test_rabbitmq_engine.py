@@ -25,7 +25,7 @@ from mqksbridge.bridge.clock import ReactorClock
 from mqksbridge.bridge.cluster.local import free_ports
 from mqksbridge.bridge.engine import Client, Consumer, Message
 from mqksbridge.bridge.engine.rabbitmq import RabbitMQEngine
-from mqksbridge.bridge.engine.rabbitmq.resend import DELAYS
+from mqksbridge.bridge.engine.rabbitmq.resend import DELAYS, Resends
 from mqksbridge.core.permissions import Denied, OverLimit, Principal, Rules
 from tests.support.waits import until
 
@@ -368,7 +368,8 @@ async def test_a_nacked_publish_is_sent_again_and_taken_once_the_queue_can(rabbi
     await engine.ready().addTimeout(TIMEOUT, reactor)
     plain = await threads.deferToThread(
         lambda: pika.BlockingConnection(pika.URLParameters(rabbitmq_node.urls()[0])).channel())
-    try:
+    engine.resends = Resends(reactor, engine._resend, delays=(0.1,) * 300)
+    try:                                 # (30 s to take two messages out, not 0.75)
         jobs = engine.queue("jobs", max_messages=2)
         verdicts = await defer.gatherResults([
             engine.publish(jobs, Message(f"m{n}", "s", (b"x",)), confirm=True)
@@ -382,6 +383,7 @@ async def test_a_nacked_publish_is_sent_again_and_taken_once_the_queue_can(rabbi
         assert await verdict.addTimeout(TIMEOUT, reactor) is True
         assert engine.resends.resent >= 1 and not engine.resends.tries
 
+        engine.resends = Resends(reactor, engine._resend)      # as configured
         full = engine.queue("full", max_messages=1)
         for n in range(10):          # until RabbitMQ tells the channel the queue is full
             resent = engine.resends.resent

@@ -17,24 +17,24 @@ DELAYS = (0.05, 0.1, 0.2, 0.4)   # seconds before each resend: refused 0.75 s af
 
 class Resends:
     """`send(number, publish)` sends one again; `take` keeps a nacked one for its next
-    wave (False once it was nacked len(DELAYS) + 1 times: refused)."""
+    wave (False once it was nacked len(delays) + 1 times: refused)."""
 
-    def __init__(self, reactor, send):
-        self.reactor, self.send = reactor, send
+    def __init__(self, reactor, send, delays=DELAYS):
+        self.reactor, self.send, self.delays = reactor, send, delays
         self.tries = {}                 # number -> resends made or waiting
-        self.waves = [None] * len(DELAYS)   # per try: (DelayedCall, [(number, publish)])
+        self.waves = [None] * len(delays)   # per try: (DelayedCall, [(number, publish)])
         self.resent = 0                 # publishes sent again (/metrics)
 
     def take(self, number, publish):
         tries = self.tries.get(number, 0)
-        if tries == len(DELAYS):
+        if tries == len(self.delays):
             del self.tries[number]
             return False
         self.tries[number] = tries + 1
         wave = self.waves[tries]
         if wave is None:
             wave = self.waves[tries] = (
-                self.reactor.callLater(DELAYS[tries], self._due, tries), [])
+                self.reactor.callLater(self.delays[tries], self._due, tries), [])
         wave[1].append((number, publish))
         return True
 
