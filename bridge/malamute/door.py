@@ -388,16 +388,12 @@ class MalamuteDoor:
         i, mail = run(RAW_MAILBOX, self._id, peer.address, send, messages, i, RUN,
                       self._expiry(send.timeout) if send.timeout else None, now)
         if len(mail) == 1 or not mailbox.hand_run(mail):    # a lone one: plainly, cheaper
-            put, client = mailbox.send, peer.client
-            for one in mail:
-                try:
-                    if put(one, client) == DROPPED:
-                        self.counters["mailbox_dropped"] += 1
-                        self.losses["mail over the limit of mailbox", address] += 1
-                except Exception as exc:
-                    i = start + mail.index(one)
-                    self._run_failed(peer, messages[i], exc)
-                    return -(i + 1)
+            failed = self._one_by_one(
+                peer, messages, start, mail,
+                lambda one, client: mailbox.send(one, client) != DROPPED,
+                "mailbox_dropped", ("mail over the limit of mailbox", address))
+            if failed is not None:
+                return failed
             if (self.mailbox_warn is not None and mailbox.bytes > self.mailbox_warn
                     and mailbox.name not in self._warned):
                 self._warned.add(mailbox.name)
@@ -420,18 +416,29 @@ class MalamuteDoor:
         i, requests = run(RAW_SERVICE, self._id, peer.address, send, messages, i, RUN,
                           self._expiry(send.timeout) if send.timeout else None, now)
         if len(requests) == 1 or not queue.hand_run(requests):      # (as for mail)
-            put, client = queue.put_message, peer.client
-            for request in requests:
-                try:
-                    if not put(request, None, client):
-                        self.counters["service_dropped"] += 1
-                        self.losses["request refused by service", service] += 1
-                except Exception as exc:
-                    i = start + requests.index(request)
-                    self._run_failed(peer, messages[i], exc)
-                    return -(i + 1)
+            failed = self._one_by_one(
+                peer, messages, start, requests,
+                lambda request, client: queue.put_message(request, None, client),
+                "service_dropped", ("request refused by service", service))
+            if failed is not None:
+                return failed
         peer.traffic.messages_in += i - start
         return i
+
+    def _one_by_one(self, peer, messages, start, items, put, counter, loss):
+        """A run's plain path: `put(item, client)` for each (False: refused, counted in
+        `counter` and `losses[loss]`); items[k] was messages[start + k]. None, or the
+        negated index after the message whose put raised (the session failed there)."""
+        client = peer.client
+        for k, item in enumerate(items):
+            try:
+                if not put(item, client):
+                    self.counters[counter] += 1
+                    self.losses[loss] += 1
+            except Exception as exc:
+                self._run_failed(peer, messages[start + k], exc)
+                return -(start + k + 1)
+        return None
 
     def _service_offer(self, peer, event):
         """The OK is out first, so the new offer may then pick up waiting requests."""
