@@ -12,7 +12,8 @@ Per scenario: throughput, the broker's CPU-us per message from /proc (the figure
 machine moves least), p50/p99 where the scenario times messages, and the load average.
 Each round also measures what no broker gets under on this host: `floor` (a relay that
 does nothing, under the latency rows) and, with the round trip, `rtt_floor` (its peers
-through a splice) and `zmq_floor` (through a libzmq ROUTER that only passes messages on).
+through a splice), `zmq_floor` (through a pyzmq ROUTER that only passes messages on) and
+`c_floor` (the same relay in C, bench/c/zmq_relay.c, where gcc and libzmq3-dev are here).
 
 --baseline is another checkout (its `.venv/bin/twistd` is used) or a venv (`bin/twistd`).
 --profile then runs each scenario once more with py-spy sampling the broker (no code
@@ -187,7 +188,9 @@ def _pinned_fork():
 
 def _round_trips(a, b, relay, n):
     """`malamute_load.rtt`'s loop on two pyzmq DEALERs through `relay` (a pid): 100 round
-    trips to warm up, then `n` timed; p50/p99 us and the relay's CPU-us per hop."""
+    trips to warm up, then `n` timed; p50/p99 us and the relay's CPU-us per hop. Each
+    DEALER has its own zmq.Context (its own I/O thread), as the scenario's peers do: one
+    shared I/O thread makes a round trip some 50-100 us faster on a 2-core host."""
     from mqksbridge.protocols.malamute import codec
     ping = codec.encode(codec.MailboxSend("rtt-b", "ping", "", 0, (b"x",)))
     pong = codec.encode(codec.MailboxSend("rtt-a", "pong", "", 0, (b"x",)))
@@ -234,14 +237,15 @@ def rtt_floor(n=3_000):
                 peer[fd].sendall(data)
     port = listener.getsockname()[1]
     listener.close()
-    context = zmq.Context()
-    a, b = (context.socket(zmq.DEALER) for _ in range(2))
+    contexts = [zmq.Context(), zmq.Context()]
+    a, b = (context.socket(zmq.DEALER) for context in contexts)
     for end in (a, b):
         end.connect(f"tcp://127.0.0.1:{port}")
     found = _round_trips(a, b, relay, n)
     a.close(linger=0)
     b.close(linger=0)
-    context.term()
+    for context in contexts:
+        context.term()
     os.waitpid(relay, 0)
     return found
 
@@ -257,6 +261,7 @@ def zmq_floor(n=3_000):
     relay = _pinned_fork()
     if relay == 0:
         router = zmq.Context().socket(zmq.ROUTER)
+        router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         router.bind(f"tcp://127.0.0.1:{port}")
         os.write(ready_w, b"x")
         other = {b"a": b"b", b"b": b"a"}
@@ -264,13 +269,29 @@ def zmq_floor(n=3_000):
             frames = router.recv_multipart(copy=False)
             if len(frames) == 2 and not frames[1].bytes:      # the cue to end
                 os._exit(0)
-            router.send_multipart([other[frames[0].bytes], *frames[1:]], copy=False)
+            while True:      # the first ping can come before the other peer is connected
+                try:
+                    router.send_multipart([other[frames[0].bytes], *frames[1:]], copy=False)
+                    break
+                except zmq.error.ZMQError as exc:
+                    if exc.errno != zmq.EHOSTUNREACH:
+                        raise
+                    time.sleep(0.001)
     os.read(ready_r, 1)
     os.close(ready_r)
     os.close(ready_w)
-    context = zmq.Context()
+    found = _through_router(port, relay, n)
+    os.waitpid(relay, 0)
+    return found
+
+
+def _through_router(port, relay, n):
+    """`_round_trips` with DEALERs "a" and "b" (a zmq.Context each) through the relay's
+    ROUTER at `port`; then the cue to end (a message of one empty frame)."""
+    import zmq
+    contexts = [zmq.Context(), zmq.Context()]
     ends = []
-    for name in (b"a", b"b"):
+    for name, context in zip((b"a", b"b"), contexts):
         end = context.socket(zmq.DEALER)
         end.setsockopt(zmq.ROUTING_ID, name)
         end.connect(f"tcp://127.0.0.1:{port}")
@@ -280,23 +301,53 @@ def zmq_floor(n=3_000):
     a.send(b"")
     a.close(linger=1000)
     b.close(linger=0)
-    context.term()
-    os.waitpid(relay, 0)
+    for context in contexts:
+        context.term()
     return found
+
+
+C_RELAY = os.path.join(HERE, "c", "zmq_relay.c")
+
+
+def c_floor(n=3_000):
+    """`zmq_floor` with the relay in C (bench/c/zmq_relay.c, built here with gcc against
+    Debian's libzmq3-dev): no Python in it, so what a C broker on libzmq, as the original
+    Malamute is, cannot go under on this host. None where gcc or zmq.h is missing."""
+    if shutil.which("gcc") is None or not os.path.exists("/usr/include/zmq.h"):
+        return None
+    built = os.path.join(tempfile.mkdtemp(prefix="zmq-relay-"), "zmq_relay")
+    subprocess.run(["gcc", "-O2", "-o", built, C_RELAY, "-lzmq"], check=True)
+    port = free_port()
+    cpus = _cpus("server")
+    relay = subprocess.Popen(
+        [built, str(port)], stdout=subprocess.PIPE, text=True,
+        preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)))
+    try:
+        if relay.stdout.readline().strip() != "ready":
+            raise SystemExit("bench/c/zmq_relay did not start")
+        return _through_router(port, relay.pid, n)
+    finally:
+        relay.wait(15)
+        shutil.rmtree(os.path.dirname(built), ignore_errors=True)
 
 
 def measure(trees, names, rounds, scale):
     """{(tree, scenario): [result per round]}, trees alternating who goes first; and
     the host's floors once a round: ("host", "floor") (`floor`), and with the round trip
-    among the scenarios ("host", "rtt floor") (`rtt_floor`)."""
+    among the scenarios ("host", "rtt floor"), ("host", "zmq floor") and, where it can be
+    built, ("host", "c floor") (`rtt_floor`, `zmq_floor`, `c_floor`)."""
     runs = {}
     floors = [("floor", floor, "host floor at 2,000/s")]
     if "malamute-rtt" in names:
         floors += [("rtt floor", rtt_floor, "round-trip floor"),
-                   ("zmq floor", zmq_floor, "libzmq relay round trip")]
+                   ("zmq floor", zmq_floor, "libzmq relay round trip"),
+                   ("c floor", c_floor, "C libzmq relay round trip")]
     for r in range(rounds):
         for key, measure_floor, label in floors:
-            runs.setdefault(("host", key), []).append(measure_floor())
+            found = measure_floor()
+            if found is None:            # c_floor without gcc or libzmq3-dev
+                continue
+            runs.setdefault(("host", key), []).append(found)
             print(f"round {r + 1}     {label}  " + "  ".join(
                 f"{k} {v:,.1f}" for k, v in runs[("host", key)][-1].items()), flush=True)
         order = list(trees.items())
@@ -478,7 +529,10 @@ def markdown(trees, rows, profiles, meta):
                                     "their connections, pinned as the broker)"),
                       ("zmq_floor", "A libzmq broker's I/O path under the round trip "
                                     "(bench.outside.zmq_floor: the same peers through a "
-                                    "pyzmq ROUTER that only passes each message on)")):
+                                    "pyzmq ROUTER that only passes each message on)"),
+                      ("c_floor", "The same in C (bench.outside.c_floor: bench/c/zmq_relay.c, "
+                                  "a libzmq ROUTER that only passes each message on: under "
+                                  "any C broker on libzmq)")):
         if meta.get(key):
             f = meta[key]
             lines += ["", f"{what}, medians over the rounds: p50 {f['p50_us']:,.0f} us, "
@@ -517,7 +571,7 @@ def main():
             "cpus": os.cpu_count(), "load_before": round(os.getloadavg()[0], 2),
             "rounds": args.rounds, "scale": args.scale, "trees": trees}
     runs = measure(trees, names, args.rounds, args.scale)
-    for key in ("floor", "rtt floor", "zmq floor"):
+    for key in ("floor", "rtt floor", "zmq floor", "c floor"):
         floors = runs.pop(("host", key), None)
         if floors:
             meta[key.replace(" ", "_")] = {k: round(statistics.median(f[k] for f in floors), 1)

@@ -26,15 +26,10 @@ from mqksbridge.core.permissions import Denied, Principal, Rules
 from mqksbridge.protocols.malamute import zrex
 from tests.cluster.test_cluster_interop import DOORS, gateways  # noqa: F401 (fixture)
 from tests.interop.sides import MalamuteReader, unique
+from tests.support.rabbitmq import idle
 from tests.support.waits import until, wait_until
 
 TIMEOUT = 60.0
-
-
-async def idle(engine):
-    """Every confirm in, no consume or cancel in flight, deliveries arrived."""
-    await until(lambda: not engine.busy(), TIMEOUT, "the engine idle")
-    await engine.barrier()
 
 
 @pytest_twisted.async_yield_fixture

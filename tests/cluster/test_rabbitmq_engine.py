@@ -27,15 +27,10 @@ from mqksbridge.bridge.engine import Client, Consumer, Message
 from mqksbridge.bridge.engine.rabbitmq import RabbitMQEngine
 from mqksbridge.bridge.engine.rabbitmq.resend import DELAYS, Resends
 from mqksbridge.core.permissions import Denied, OverLimit, Principal, Rules
+from tests.support.rabbitmq import idle
 from tests.support.waits import until
 
 TIMEOUT = 60.0
-
-
-async def idle(engine):
-    """Every confirm in, no consume or cancel in flight, deliveries arrived."""
-    await until(lambda: not engine.busy(), TIMEOUT, "the engine idle")
-    await engine.barrier()
 
 
 @pytest_twisted.ensureDeferred

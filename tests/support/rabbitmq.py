@@ -12,6 +12,7 @@ Tests are skipped, saying why, only where Debian's rabbitmq-server is not instal
 import pytest
 
 from mqksbridge.bridge.cluster.local import LocalCluster, missing
+from tests.support.waits import until
 
 
 _STARTED = {}   # (size, management) -> the session's LocalCluster: one, however many
@@ -52,3 +53,10 @@ def rabbitmq_cluster(_rabbitmq_cluster_session):
     """A 3-node RabbitMQ cluster with every node running and clustered."""
     _rabbitmq_cluster_session.heal()
     return _rabbitmq_cluster_session
+
+
+async def idle(engine, timeout=60.0):
+    """Every confirm of a RabbitMQEngine in, no consume or cancel in flight, deliveries
+    arrived."""
+    await until(lambda: not engine.busy(), timeout, "the engine idle")
+    await engine.barrier()
