@@ -24,6 +24,7 @@ encode, write, poll, other.
 Results: bench/results/outside-latest.json and outside-latest.md.
 """
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -190,7 +191,7 @@ def _round_trips(a, b, relay, n):
     """`malamute_load.rtt`'s loop on two pyzmq DEALERs through `relay` (a pid): 100 round
     trips to warm up, then `n` timed; p50/p99 us and the relay's CPU-us per hop. Each
     DEALER has its own zmq.Context (its own I/O thread), as the scenario's peers do: one
-    shared I/O thread makes a round trip some 50-100 us faster on a 2-core host."""
+    shared I/O thread made a round trip 30-70 us faster on a 2-core host."""
     from mqksbridge.protocols.malamute import codec
     ping = codec.encode(codec.MailboxSend("rtt-b", "ping", "", 0, (b"x",)))
     pong = codec.encode(codec.MailboxSend("rtt-a", "pong", "", 0, (b"x",)))
@@ -313,10 +314,9 @@ def c_floor(n=3_000):
     """`zmq_floor` with the relay in C (bench/c/zmq_relay.c, built here with gcc against
     Debian's libzmq3-dev): no Python in it, so what a C broker on libzmq, as the original
     Malamute is, cannot go under on this host. None where gcc or zmq.h is missing."""
-    if shutil.which("gcc") is None or not os.path.exists("/usr/include/zmq.h"):
+    built = _c_relay()
+    if built is None:
         return None
-    built = os.path.join(tempfile.mkdtemp(prefix="zmq-relay-"), "zmq_relay")
-    subprocess.run(["gcc", "-O2", "-o", built, C_RELAY, "-lzmq"], check=True)
     port = free_port()
     cpus = _cpus("server")
     relay = subprocess.Popen(
@@ -328,7 +328,17 @@ def c_floor(n=3_000):
         return _through_router(port, relay.pid, n)
     finally:
         relay.wait(15)
-        shutil.rmtree(os.path.dirname(built), ignore_errors=True)
+
+
+@functools.cache
+def _c_relay():
+    """bench/c/zmq_relay.c built once per run (in a temporary directory); None without
+    gcc or zmq.h."""
+    if shutil.which("gcc") is None or not os.path.exists("/usr/include/zmq.h"):
+        return None
+    built = os.path.join(tempfile.mkdtemp(prefix="zmq-relay-"), "zmq_relay")
+    subprocess.run(["gcc", "-O2", "-o", built, C_RELAY, "-lzmq"], check=True)
+    return built
 
 
 def measure(trees, names, rounds, scale):
